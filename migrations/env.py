@@ -1,0 +1,58 @@
+"""Alembic environment: migrations are the only way the schema is made."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import Connection, text
+
+from registry.db.engine import is_sqlite, make_engine
+from registry.db.tables import Base
+from registry.settings import Settings
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _configure_and_run(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        # Fail fast instead of queueing behind a long transaction while holding locks.
+        connection.execute(text("SET lock_timeout = '10s'"))
+        connection.execute(text("SET statement_timeout = '300s'"))
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _configure_and_run(connection)
+        return
+    url = config.get_main_option("sqlalchemy.url") or Settings.from_env().database_url
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            if is_sqlite(engine):
+                conn.commit()
+            _configure_and_run(conn)
+            conn.commit()
+    finally:
+        engine.dispose()
+
+
+def run_migrations_offline() -> None:
+    url = config.get_main_option("sqlalchemy.url") or Settings.from_env().database_url
+    context.configure(url=url, target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

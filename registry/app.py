@@ -1,0 +1,49 @@
+"""create_app(settings): the Litestar application with every route of DESIGN.md."""
+
+from __future__ import annotations
+
+import logging
+
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+
+from registry import __version__
+from registry.http.api import ApiController
+from registry.http.deps import provide_ctx
+from registry.http.errors import EXCEPTION_HANDLERS
+from registry.http.health import healthz
+from registry.http.middleware import middleware
+from registry.services.context import RegistryContext
+from registry.settings import Settings
+
+log = logging.getLogger("registry")
+
+
+def route_handlers() -> list:  # type: ignore[type-arg]
+    """Every route module exports ROUTES; the order here is the order of precedence."""
+    from registry.http import downloads, v2, web
+
+    return [ApiController, healthz, *downloads.ROUTES, *v2.ROUTES, *web.ROUTES]
+
+
+def create_app(settings: Settings | None = None, ctx: RegistryContext | None = None) -> Litestar:
+    settings = settings or (ctx.settings if ctx else Settings.from_env())
+    shutdown = []
+    if ctx is None:
+        ctx = RegistryContext.open(settings, migrate=settings.migrate_on_start)
+        shutdown.append(ctx.close)  # the app owns only what it opened
+
+    return Litestar(
+        route_handlers=route_handlers(),
+        dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        state=State({"ctx": ctx}),
+        on_shutdown=shutdown,
+        request_max_body_size=None,
+        middleware=middleware(),
+        openapi_config=OpenAPIConfig(
+            title="Carton Registry", version=__version__, path="/api/openapi"
+        ),
+    )

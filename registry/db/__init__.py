@@ -1,0 +1,1 @@
+"""The index: SQLAlchemy tables, engines and migrations."""

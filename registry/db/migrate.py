@@ -1,0 +1,54 @@
+"""Run Alembic migrations from code (``serve`` on start, ``db upgrade``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, text
+
+from registry.db.engine import is_sqlite
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Any fixed 64-bit number: every app server takes the same lock before migrating.
+_MIGRATION_LOCK_ID = 0x6361_7274_6F6E_0001 & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def alembic_config() -> Config:
+    cfg = Config(str(REPO_ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(REPO_ROOT / "migrations"))
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Migrate under a lock so several servers starting at once migrate once."""
+    cfg = alembic_config()
+    with engine.connect() as conn:
+        if not is_sqlite(engine):
+            conn.execute(text("SELECT pg_advisory_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
+            conn.commit()
+        try:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+            conn.commit()
+        finally:
+            if not is_sqlite(engine):
+                conn.execute(text("SELECT pg_advisory_unlock(:id)"), {"id": _MIGRATION_LOCK_ID})
+                conn.commit()
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    cfg = alembic_config()
+    with engine.connect() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
+        conn.commit()
+
+
+def check(engine: Engine) -> None:
+    """Raise if the tables in code differ from what the migrations make."""
+    cfg = alembic_config()
+    with engine.connect() as conn:
+        cfg.attributes["connection"] = conn
+        command.check(cfg)

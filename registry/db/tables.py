@@ -1,0 +1,212 @@
+"""SQLAlchemy tables: the index over the blob store.
+
+The MANIFEST is the one truth: a carton row keeps its exact bytes, and one
+``carton_files`` row per MANIFEST entry. Blob rows are written in the same
+transaction that first references them, after the bytes are in the store.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# Constraint names are stable across databases so migrations can refer to them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+VERSION_STATES = ("READY", "UNAVAILABLE")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _sha256_checks(column: str) -> tuple[CheckConstraint, CheckConstraint]:
+    """A digest is 64 lowercase hex characters; Postgres checks the alphabet too."""
+    return (
+        CheckConstraint(f"length({column}) = 64", name=f"{column}_length"),
+        CheckConstraint(f"{column} ~ '^[0-9a-f]{{64}}$'", name=f"{column}_hex").ddl_if(
+            dialect="postgresql"
+        ),
+    )
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Blob(Base):
+    __tablename__ = "blobs"
+    __table_args__ = (
+        *_sha256_checks("sha256"),
+        CheckConstraint("size >= 0", name="size_nonnegative"),
+        CheckConstraint("crc32 >= 0 AND crc32 <= 4294967295", name="crc32_range"),
+    )
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    crc32: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Carton(Base):
+    __tablename__ = "cartons"
+    __table_args__ = (
+        *_sha256_checks("manifest_sha256"),
+        CheckConstraint("file_count >= 0", name="file_count_nonnegative"),
+        CheckConstraint("total_bytes >= 0", name="total_bytes_nonnegative"),
+    )
+
+    manifest_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    manifest: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    carton_toml: Mapped[str] = mapped_column(Text, nullable=False)
+    spec_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    model_name: Mapped[str | None] = mapped_column(String(255), index=True)
+    short_description: Mapped[str | None] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    runner_name: Mapped[str | None] = mapped_column(String(255))
+    framework_version: Mapped[str | None] = mapped_column(String(255))
+    runner_compat_version: Mapped[int | None] = mapped_column(Integer)
+    required_platforms: Mapped[list[str]] = mapped_column(JSON, nullable=False, default=list)
+    file_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    total_bytes: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    files: Mapped[list[CartonFile]] = relationship(
+        back_populates="carton",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="CartonFile.path",
+    )
+
+
+class CartonFile(Base):
+    __tablename__ = "carton_files"
+    __table_args__ = (
+        CheckConstraint("size >= 0", name="size_nonnegative"),
+        Index("ix_carton_files_blob_sha256", "blob_sha256"),
+    )
+
+    manifest_sha256: Mapped[str] = mapped_column(
+        String(64), ForeignKey("cartons.manifest_sha256", ondelete="CASCADE"), primary_key=True
+    )
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    blob_sha256: Mapped[str] = mapped_column(
+        String(64), ForeignKey("blobs.sha256", ondelete="RESTRICT"), nullable=False
+    )
+    size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+    carton: Mapped[Carton] = relationship(back_populates="files")
+
+
+class Model(Base):
+    __tablename__ = "models"
+    __table_args__ = (CheckConstraint("last_version >= 0", name="last_version_nonnegative"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(255), nullable=False, unique=True)
+    # Version numbers are never reused: the counter only grows, even after deletes.
+    last_version: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    versions: Mapped[list[Version]] = relationship(
+        back_populates="model", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Version(Base):
+    __tablename__ = "versions"
+    __table_args__ = (
+        UniqueConstraint("model_id", "version", name="uq_versions_model_id_version"),
+        UniqueConstraint("model_id", "manifest_sha256", name="uq_versions_model_id_manifest"),
+        CheckConstraint("version >= 1", name="version_positive"),
+        CheckConstraint("state IN ('READY', 'UNAVAILABLE')", name="state_known"),
+        Index("ix_versions_manifest_sha256", "manifest_sha256"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("models.id", ondelete="CASCADE"), nullable=False
+    )
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    manifest_sha256: Mapped[str] = mapped_column(
+        String(64), ForeignKey("cartons.manifest_sha256", ondelete="RESTRICT"), nullable=False
+    )
+    state: Mapped[str] = mapped_column(String(16), nullable=False, default="READY")
+    state_reason: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    model: Mapped[Model] = relationship(back_populates="versions")
+    carton: Mapped[Carton] = relationship()
+
+
+class Tag(Base):
+    __tablename__ = "tags"
+
+    model_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    version_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("versions.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    version: Mapped[Version] = relationship()
+
+
+class UploadLease(Base):
+    """A push in progress: GC never deletes a blob named by a live lease."""
+
+    __tablename__ = "upload_leases"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    holder: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, index=True
+    )
+
+
+class LeaseBlob(Base):
+    __tablename__ = "lease_blobs"
+    __table_args__ = (Index("ix_lease_blobs_sha256", "sha256"),)
+
+    lease_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("upload_leases.id", ondelete="CASCADE"), primary_key=True
+    )
+    # Not a foreign key: the blob row does not exist until the push commits.
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(255), nullable=False, default="")
+    token_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
+    scopes: Mapped[str] = mapped_column(String(255), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,65 @@
+"""Single-blob verbs: client-side dedup (which blobs are missing) and verified uploads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+from sqlalchemy import select
+
+from registry.carton.manifest import is_sha256
+from registry.db.queries import insert_ignore
+from registry.db.tables import Blob
+from registry.errors import BadRequest, PayloadTooLarge
+from registry.services.context import RegistryContext
+from registry.services.streams import ChecksumReader
+
+MAX_MISSING_QUERY = 100_000
+
+
+def missing_blobs(ctx: RegistryContext, hashes: Iterable[str]) -> list[str]:
+    wanted = list(dict.fromkeys(hashes))
+    if len(wanted) > MAX_MISSING_QUERY:
+        raise BadRequest(f"at most {MAX_MISSING_QUERY} hashes per request")
+    bad = [h for h in wanted if not isinstance(h, str) or not is_sha256(h)]
+    if bad:
+        raise BadRequest(f"invalid sha256 {bad[0]!r}: expected 64 lowercase hex characters")
+    present: set[str] = set()
+    with ctx.sessions() as session:
+        for start in range(0, len(wanted), 500):
+            present.update(
+                session.scalars(
+                    select(Blob.sha256).where(Blob.sha256.in_(wanted[start : start + 500]))
+                )
+            )
+    return [h for h in wanted if h not in present]
+
+
+class _Limited:
+    def __init__(self, raw: BinaryIO, limit: int) -> None:
+        self._raw, self._limit, self._seen = raw, limit, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self._seen += len(data)
+        if self._seen > self._limit:
+            raise PayloadTooLarge(f"blob exceeds REGISTRY_MAX_UPLOAD_BYTES ({self._limit} bytes)")
+        return data
+
+
+def put_blob(ctx: RegistryContext, sha256: str, stream: BinaryIO) -> dict[str, Any]:
+    """Store one blob, verified against its name; the row makes it visible to dedup queries.
+
+    Unreferenced, it is collected by GC after the grace period.
+    """
+    if not is_sha256(sha256):
+        raise BadRequest(f"invalid sha256 {sha256!r}: expected 64 lowercase hex characters")
+    reader = ChecksumReader(_Limited(stream, ctx.settings.max_upload_bytes))  # type: ignore[arg-type]
+    result = ctx.blobs.put(sha256, reader)  # type: ignore[arg-type]
+    with ctx.transaction() as session:
+        insert_ignore(
+            session,
+            Blob.__table__,  # type: ignore[arg-type]
+            [{"sha256": sha256, "size": reader.size, "crc32": reader.crc32}],
+        )
+    return {"sha256": sha256, "size": reader.size, "created": result.created}

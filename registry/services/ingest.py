@@ -1,0 +1,489 @@
+"""Push: explode a carton into the blob store, verify every byte, index it in one transaction.
+
+Order matters: archive distrust and carton.toml validation first (nothing
+written yet), then the bytes (each blob verified against its MANIFEST sha256
+as it is written), then the rows, in one transaction. A failure after bytes
+were written leaves only unreferenced blobs, which GC collects after its
+grace period.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from registry.blobstore import BlobNotFound
+from registry.carton.config import CartonConfig, parse_carton_toml, validate_references
+from registry.carton.errors import CartonFormatError, CartonLimitExceeded
+from registry.carton.manifest import Manifest
+from registry.carton.tensor_data import parse_tensor_index
+from registry.carton.zipread import CartonArchive
+from registry.db.queries import insert_ignore
+from registry.db.tables import Blob, Carton, CartonFile, Model, Tag, Version, utcnow
+from registry.errors import (
+    BadRequest,
+    DigestMismatch,
+    InvalidCarton,
+    PayloadTooLarge,
+    RegistryError,
+    UnprocessableLinks,
+)
+from registry.services.context import RegistryContext
+from registry.services.leases import Lease, lock_blobs_shared
+from registry.services.linkfetch import (
+    LinkPolicy,
+    LinkRefused,
+    describe_failures,
+    iter_link,
+    make_client,
+)
+from registry.services.streams import CHUNK, ChecksumReader, IteratorReader
+
+CARTON_TOML = "carton.toml"
+TENSOR_INDEX = "tensor_data/index.toml"
+_MODEL_NAME = re.compile(r"^[^\x00-\x1f\x7f/\\?#%]{1,255}$")
+_TAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def validate_model_name(name: str) -> str:
+    if not _MODEL_NAME.match(name) or name in {".", ".."} or name != name.strip():
+        raise BadRequest(
+            f"invalid model name {name!r}: 1-255 characters, no control characters, "
+            "no '/', '\\', '?', '#' or '%', no leading/trailing spaces"
+        )
+    return name
+
+
+def validate_tag_name(tag: str) -> str:
+    if not _TAG_NAME.match(tag):
+        raise BadRequest(
+            f"invalid tag {tag!r}: letters, digits, '.', '_' and '-', starting with a letter "
+            "or digit, at most 128 characters"
+        )
+    return tag
+
+
+@dataclass
+class PushResult:
+    manifest_sha256: str
+    model_name: str | None
+    version: int | None
+    files: int
+    bytes_total: int
+    bytes_new: int
+    bytes_deduplicated: int
+    created: bool = field(default=False)
+    seconds: float = field(default=0.0)
+
+    def as_json(self) -> dict[str, Any]:
+        body = asdict(self)
+        body.pop("created")
+        body.pop("seconds")
+        return body
+
+
+@dataclass
+class _BlobFacts:
+    size: int
+    crc32: int
+    new: bool
+
+
+def spool_to_file(chunks: Iterable[bytes], max_bytes: int, directory: Path | None = None) -> Path:
+    """Write an upload body to a temp file, counting against the limit (constant memory)."""
+    fd, name = tempfile.mkstemp(prefix="upload-", suffix=".carton", dir=directory)
+    path = Path(name)
+    total = 0
+    try:
+        with open(fd, "wb") as out:
+            for chunk in chunks:
+                total += len(chunk)
+                if total > max_bytes:
+                    raise PayloadTooLarge(
+                        f"upload exceeds REGISTRY_MAX_UPLOAD_BYTES ({max_bytes} bytes)"
+                    )
+                out.write(chunk)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def ingest_file(
+    ctx: RegistryContext,
+    path: Path,
+    *,
+    model_name: str | None = None,
+    tag: str | None = None,
+) -> PushResult:
+    """Push the carton at ``path`` (a local file: a spooled upload or a CLI argument)."""
+    started = time.monotonic()
+    try:
+        archive = CartonArchive.open(path, ctx.archive_limits)
+    except CartonLimitExceeded as exc:
+        raise PayloadTooLarge(exc.message) from exc
+    except CartonFormatError as exc:
+        raise InvalidCarton(exc.message) from exc
+    with archive:
+        result = _ingest_archive(ctx, archive, model_name=model_name, tag=tag)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def ingest_stream(
+    ctx: RegistryContext,
+    stream: BinaryIO | Iterable[bytes],
+    *,
+    model_name: str | None = None,
+    tag: str | None = None,
+) -> PushResult:
+    chunks: Iterable[bytes]
+    if hasattr(stream, "read"):
+        reader: BinaryIO = stream  # type: ignore[assignment]
+        chunks = iter(lambda: reader.read(CHUNK), b"")
+    else:
+        chunks = stream  # type: ignore[assignment]
+    spool_dir = _spool_dir(ctx)
+    path = spool_to_file(chunks, ctx.settings.max_upload_bytes, spool_dir)
+    try:
+        return ingest_file(ctx, path, model_name=model_name, tag=tag)
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _spool_dir(ctx: RegistryContext) -> Path:
+    directory = ctx.settings.data_dir / "uploads"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def _format_error(exc: CartonFormatError) -> RegistryError:
+    if isinstance(exc, CartonLimitExceeded):
+        return PayloadTooLarge(exc.message)
+    return InvalidCarton(exc.message)
+
+
+def _ingest_archive(
+    ctx: RegistryContext, archive: CartonArchive, *, model_name: str | None, tag: str | None
+) -> PushResult:
+    manifest = archive.manifest
+    if manifest.get(CARTON_TOML) is None:
+        raise InvalidCarton("MANIFEST has no carton.toml entry")
+    present = set(archive.present_paths())
+    limit = ctx.settings.max_carton_toml_bytes
+    config: CartonConfig | None = None
+    try:
+        if CARTON_TOML in present:
+            toml_bytes = archive.read_bytes(CARTON_TOML, limit)
+            index_bytes = (
+                archive.read_bytes(TENSOR_INDEX, limit) if TENSOR_INDEX in present else None
+            )
+            config = _parse_config(manifest, toml_bytes, index_bytes)
+    except CartonFormatError as exc:
+        raise _format_error(exc) from exc
+    if config is not None:
+        name = _choose_name(config, model_name)
+        if tag is not None:
+            validate_tag_name(tag)
+
+    by_sha: dict[str, list[str]] = {}
+    for entry in manifest.entries:
+        by_sha.setdefault(entry.sha256, []).append(entry.path)
+
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        with ctx.transaction() as session:
+            lock_blobs_shared(session)
+            lease.add(session, by_sha)
+            known = _known_blobs(session, by_sha)
+        facts = _store_blobs(ctx, archive, by_sha, present, known)
+
+        if config is None:
+            # carton.toml was not inside the zip: validate it now that it is stored.
+            try:
+                toml_bytes = _read_stored(ctx, manifest, CARTON_TOML)
+                index_bytes = (
+                    _read_stored(ctx, manifest, TENSOR_INDEX)
+                    if manifest.get(TENSOR_INDEX) is not None
+                    else None
+                )
+                config = _parse_config(manifest, toml_bytes, index_bytes)
+            except CartonFormatError as exc:
+                raise _format_error(exc) from exc
+            name = _choose_name(config, model_name)
+            if tag is not None:
+                validate_tag_name(tag)
+
+        files = len(manifest.entries)
+        bytes_total = sum(facts[e.sha256].size for e in manifest.entries)
+        bytes_new = sum(f.size for f in facts.values() if f.new)
+        for attempt in range(3):
+            try:
+                with ctx.transaction() as session:
+                    created, version = _index(
+                        session, manifest, config, toml_bytes, facts, name, tag
+                    )
+                    lease.release(session)
+                break
+            except IntegrityError:
+                # A concurrent push of the same manifest or model won the race: read it again.
+                if attempt == 2:
+                    raise
+    return PushResult(
+        manifest_sha256=manifest.sha256,
+        model_name=name,
+        version=version,
+        files=files,
+        bytes_total=bytes_total,
+        bytes_new=bytes_new,
+        bytes_deduplicated=bytes_total - bytes_new,
+        created=created,
+    )
+
+
+def _choose_name(config: CartonConfig, model_name: str | None) -> str | None:
+    name = config.model_name or model_name
+    return validate_model_name(name) if name is not None else None
+
+
+def _parse_config(manifest: Manifest, toml_bytes: bytes, index_bytes: bytes | None) -> CartonConfig:
+    """carton.toml parsed and its @tensor_data/@misc references checked against the carton."""
+    config = parse_carton_toml(toml_bytes)
+    names = {t.name for t in parse_tensor_index(index_bytes)} if index_bytes is not None else set()
+    if index_bytes is None and manifest.get(TENSOR_INDEX) is not None:
+        raise CartonFormatError(f"{TENSOR_INDEX} could not be read")
+    _check_references(config, manifest, names)
+    return config
+
+
+def _read_stored(ctx: RegistryContext, manifest: Manifest, path: str) -> bytes:
+    entry = manifest.get(path)
+    assert entry is not None
+    limit = ctx.settings.max_carton_toml_bytes
+    size = ctx.blobs.stat(entry.sha256) or 0
+    if size > limit:
+        raise CartonLimitExceeded(f"{path} is {size} bytes, over the {limit}-byte limit")
+    return b"".join(ctx.blobs.iter_chunks(entry.sha256))
+
+
+def _check_references(config: CartonConfig, manifest: Manifest, tensor_names: set[str]) -> None:
+    problems = validate_references(config, tensor_names, {e.path for e in manifest.entries})
+    if problems:
+        raise CartonFormatError("carton.toml: " + "; ".join(problems))
+
+
+def _known_blobs(session: Session, by_sha: dict[str, list[str]]) -> dict[str, tuple[int, int]]:
+    hashes = list(by_sha)
+    known: dict[str, tuple[int, int]] = {}
+    for start in range(0, len(hashes), 500):
+        rows = session.execute(
+            select(Blob.sha256, Blob.size, Blob.crc32).where(
+                Blob.sha256.in_(hashes[start : start + 500])
+            )
+        )
+        known.update({r.sha256: (r.size, r.crc32) for r in rows})
+    return known
+
+
+def _store_blobs(
+    ctx: RegistryContext,
+    archive: CartonArchive,
+    by_sha: dict[str, list[str]],
+    present: set[str],
+    known: dict[str, tuple[int, int]],
+) -> dict[str, _BlobFacts]:
+    facts: dict[str, _BlobFacts] = {}
+    unresolved: list[str] = []
+    for sha, paths in by_sha.items():
+        in_zip = [p for p in paths if p in present]
+        try:
+            if sha in known:
+                for p in in_zip:
+                    _verify_member(archive, p, sha)
+                size, crc = known[sha]
+                facts[sha] = _BlobFacts(size, crc, new=False)
+            elif in_zip:
+                reader = ChecksumReader(archive.open_member(in_zip[0]))
+                try:
+                    put = ctx.blobs.put(sha, reader)  # type: ignore[arg-type]
+                except DigestMismatch as exc:
+                    raise DigestMismatch(
+                        f"{in_zip[0]}: content does not match its MANIFEST sha256 ({exc})"
+                    ) from exc
+                facts[sha] = _BlobFacts(reader.size, reader.crc32, new=put.created)
+                for p in in_zip[1:]:
+                    _verify_member(archive, p, sha)
+            else:
+                unresolved.append(sha)
+        except CartonFormatError as exc:
+            raise _format_error(exc) from exc
+    if unresolved:
+        facts.update(_resolve_missing(ctx, archive, by_sha, unresolved))
+    return facts
+
+
+def _verify_member(archive: CartonArchive, path: str, sha: str) -> None:
+    reader = ChecksumReader(archive.open_member(path), sha256=True)
+    reader.drain()
+    if reader.sha256 != sha:
+        raise DigestMismatch(f"{path}: content hashes to {reader.sha256}, but MANIFEST says {sha}")
+
+
+def _resolve_missing(
+    ctx: RegistryContext,
+    archive: CartonArchive,
+    by_sha: dict[str, list[str]],
+    unresolved: list[str],
+) -> dict[str, _BlobFacts]:
+    """Files absent from the zip: already in the store, else fetched through LINKS."""
+    facts: dict[str, _BlobFacts] = {}
+    links = archive.links or {}
+    policy = LinkPolicy(ctx.settings.link_fetch_allow, ctx.settings.link_fetch_timeout)
+    client = None
+    try:
+        for sha in unresolved:
+            path = by_sha[sha][0]
+            try:
+                reader = ChecksumReader(ctx.blobs.open(sha))
+                reader.drain()
+                facts[sha] = _BlobFacts(reader.size, reader.crc32, new=False)
+                continue
+            except BlobNotFound:
+                pass
+            urls = links.get(sha)
+            if not urls:
+                raise InvalidCarton(
+                    f"{path} (sha256 {sha}) is not in the zip, not in the registry, "
+                    "and LINKS has no URL for it"
+                )
+            client = client or make_client(policy)
+            failures: list[tuple[str, str]] = []
+            for url in urls:
+                try:
+                    reader = ChecksumReader(
+                        IteratorReader(
+                            iter_link(client, url, policy, ctx.settings.max_unpacked_bytes)
+                        )  # type: ignore[arg-type]
+                    )
+                    put = ctx.blobs.put(sha, reader)  # type: ignore[arg-type]
+                except DigestMismatch:
+                    failures.append((url, "content does not hash to the linked sha256"))
+                    continue
+                except LinkRefused as exc:
+                    failures.append((url, str(exc)))
+                    continue
+                except httpx_errors() as exc:
+                    failures.append((url, f"{type(exc).__name__}: {exc}"))
+                    continue
+                facts[sha] = _BlobFacts(reader.size, reader.crc32, new=put.created)
+                break
+            else:
+                raise UnprocessableLinks(
+                    f"{path} (sha256 {sha}) could not be fetched through LINKS: "
+                    + describe_failures(failures)
+                )
+    finally:
+        if client is not None:
+            client.close()
+    return facts
+
+
+def httpx_errors() -> tuple[type[BaseException], ...]:
+    import httpx
+
+    return (httpx.HTTPError, httpx.InvalidURL, OSError)
+
+
+def _index(
+    session: Session,
+    manifest: Manifest,
+    config: CartonConfig,
+    toml_bytes: bytes,
+    facts: dict[str, _BlobFacts],
+    name: str | None,
+    tag: str | None,
+) -> tuple[bool, int | None]:
+    """Rows second: blobs, carton, files, model version, tag. Returns (created, version)."""
+    insert_ignore(
+        session,
+        Blob.__table__,  # type: ignore[arg-type]
+        [{"sha256": s, "size": f.size, "crc32": f.crc32} for s, f in sorted(facts.items())],
+    )
+    created = False
+    if session.get(Carton, manifest.sha256) is None:
+        runner = config.runner
+        session.add(
+            Carton(
+                manifest_sha256=manifest.sha256,
+                manifest=manifest.raw,
+                carton_toml=toml_bytes.decode("utf-8"),
+                spec_version=config.spec_version,
+                model_name=config.model_name,
+                short_description=config.short_description,
+                description=config.model_description,
+                runner_name=runner.runner_name if runner else None,
+                framework_version=runner.required_framework_version if runner else None,
+                runner_compat_version=runner.runner_compat_version if runner else None,
+                required_platforms=list(config.required_platforms),
+                file_count=len(manifest.entries),
+                total_bytes=sum(facts[e.sha256].size for e in manifest.entries),
+            )
+        )
+        session.flush()
+        session.execute(
+            CartonFile.__table__.insert(),  # type: ignore[attr-defined]
+            [
+                {
+                    "manifest_sha256": manifest.sha256,
+                    "path": e.path,
+                    "blob_sha256": e.sha256,
+                    "size": facts[e.sha256].size,
+                }
+                for e in manifest.entries
+            ],
+        )
+        created = True
+    if name is None:
+        return created, None
+    model = _get_or_create_model(session, name)
+    version = session.scalar(
+        select(Version).where(
+            Version.model_id == model.id, Version.manifest_sha256 == manifest.sha256
+        )
+    )
+    if version is None:
+        model.last_version += 1
+        model.updated_at = utcnow()
+        version = Version(
+            model_id=model.id, version=model.last_version, manifest_sha256=manifest.sha256
+        )
+        session.add(version)
+        session.flush()
+        created = True
+    if tag is not None:
+        existing = session.get(Tag, (model.id, tag))
+        if existing is None:
+            session.add(Tag(model_id=model.id, name=tag, version_id=version.id))
+        elif existing.version_id != version.id:
+            existing.version_id = version.id
+            existing.updated_at = utcnow()
+    return created, version.version
+
+
+def _get_or_create_model(session: Session, name: str) -> Model:
+    insert_ignore(
+        session,
+        Model.__table__,  # type: ignore[arg-type]
+        [{"name": name, "last_version": 0, "created_at": utcnow(), "updated_at": utcnow()}],
+    )
+    model = session.scalar(select(Model).where(Model.name == name).with_for_update())
+    assert model is not None
+    return model

@@ -1,0 +1,130 @@
+"""Frozen settings read from ``REGISTRY_*`` environment variables.
+
+``Settings.from_env()`` reads the environment each time it is called (no
+import-time caching), so tests and the CLI can build settings for any
+environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+DEFAULT_PORT = 8080
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """Parse ``0s``, ``90s``, ``30m``, ``1h``, ``7d`` (a bare number is seconds)."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 0s, 90s, 30m, 1h, 7d)")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = Path("./data")
+    database_url: str = ""
+    blob_store: str = ""
+    s3_endpoint_url: str | None = None
+    s3_presign_downloads: bool = False
+    public_url: str = f"http://127.0.0.1:{DEFAULT_PORT}"
+    slim_inline_max_bytes: int = 64 * KiB
+    max_upload_bytes: int = 64 * GiB
+    max_unpacked_bytes: int = 256 * GiB
+    max_members: int = 10_000
+    max_compression_ratio: float = 1000.0
+    compression_ratio_min_bytes: int = 16 * MiB
+    max_carton_toml_bytes: int = 1 * MiB
+    link_fetch_allow: tuple[str, ...] = ()
+    link_fetch_timeout: float = 30.0
+    auth: str = "off"
+    allow_insecure_bind: bool = False
+    token: str | None = None
+    migrate_on_start: bool = True
+    lease_timeout: float = 60.0
+    gc_grace: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if not self.database_url:
+            object.__setattr__(
+                self, "database_url", f"sqlite:///{(self.data_dir / 'registry.db').resolve()}"
+            )
+        if not self.blob_store:
+            object.__setattr__(self, "blob_store", f"file://{(self.data_dir / 'blobs').resolve()}")
+        if self.auth not in {"off", "write", "all"}:
+            raise ValueError(f"REGISTRY_AUTH must be off, write or all, not {self.auth!r}")
+        object.__setattr__(self, "public_url", self.public_url.rstrip("/"))
+
+    def replace(self, **changes: object) -> Settings:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        env = os.environ if env is None else env
+
+        def get(name: str) -> str | None:
+            value = env.get(f"REGISTRY_{name}")
+            return value if value not in (None, "") else None
+
+        values: dict[str, object] = {}
+        if (v := get("DATA_DIR")) is not None:
+            values["data_dir"] = Path(v)
+        for name, key in [
+            ("DATABASE_URL", "database_url"),
+            ("BLOB_STORE", "blob_store"),
+            ("S3_ENDPOINT_URL", "s3_endpoint_url"),
+            ("PUBLIC_URL", "public_url"),
+            ("AUTH", "auth"),
+            ("TOKEN", "token"),
+        ]:
+            if (v := get(name)) is not None:
+                values[key] = v
+        for name, key in [
+            ("SLIM_INLINE_MAX_BYTES", "slim_inline_max_bytes"),
+            ("MAX_UPLOAD_BYTES", "max_upload_bytes"),
+            ("MAX_UNPACKED_BYTES", "max_unpacked_bytes"),
+            ("MAX_MEMBERS", "max_members"),
+            ("MAX_CARTON_TOML_BYTES", "max_carton_toml_bytes"),
+        ]:
+            if (v := get(name)) is not None:
+                values[key] = int(v)
+        if (v := get("MAX_COMPRESSION_RATIO")) is not None:
+            values["max_compression_ratio"] = float(v)
+        if (v := get("LINK_FETCH_TIMEOUT")) is not None:
+            values["link_fetch_timeout"] = parse_duration(v)
+        if (v := get("LEASE_TIMEOUT")) is not None:
+            values["lease_timeout"] = parse_duration(v)
+        if (v := get("GC_GRACE")) is not None:
+            values["gc_grace"] = parse_duration(v)
+        if (v := get("LINK_FETCH_ALLOW")) is not None:
+            values["link_fetch_allow"] = tuple(h.strip() for h in v.split(",") if h.strip())
+        for name, key in [
+            ("MIGRATE_ON_START", "migrate_on_start"),
+            ("S3_PRESIGN_DOWNLOADS", "s3_presign_downloads"),
+            ("ALLOW_INSECURE_BIND", "allow_insecure_bind"),
+        ]:
+            if (v := get(name)) is not None:
+                values[key] = _bool(v)
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]

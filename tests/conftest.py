@@ -1,0 +1,227 @@
+"""Shared fixtures: the fixture cartons, and a registry on every backend pair.
+
+``registry_ctx`` runs each test on SQLite + filesystem and on Postgres + S3
+(moto's server, or MinIO with REGISTRY_TEST_S3_ENDPOINT). Postgres comes from
+REGISTRY_TEST_DATABASE_URL (default: the machine's 127.0.0.1:5432/test); a
+fresh database per session is migrated with Alembic, and tables are emptied
+between tests. Under CI (CI=true) a missing Postgres or S3 fails, never skips.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+
+from registry.db.engine import make_engine
+from registry.db.migrate import upgrade
+from registry.db.tables import Base
+from registry.services.context import RegistryContext
+from registry.settings import Settings
+from tests.s3fixtures import running_in_ci, s3_bucket, s3_server  # noqa: F401
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(os.environ.get("CARTON_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
+REFERENCE = FIXTURES / "reference-packer"
+FIXTURE_CARTONS = sorted(REFERENCE.glob("*.carton"))
+PG_ADMIN_URL = os.environ.get(
+    "REGISTRY_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def fixture_carton(prefix: str) -> Path:
+    """A reference-packer carton by its number or name prefix, e.g. ``fixture_carton("02")``."""
+    matches = [p for p in FIXTURE_CARTONS if p.name.startswith(prefix)]
+    assert len(matches) == 1, f"no single fixture carton starts with {prefix!r}"
+    return matches[0]
+
+
+def _skip_or_fail(message: str) -> None:
+    if running_in_ci():
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh, migrated Postgres database for this test session."""
+    try:
+        admin = make_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=None)
+        with admin.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:
+        _skip_or_fail(f"Postgres not reachable at {PG_ADMIN_URL}: {exc}")
+    name = f"registry_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    base, _, _ = PG_ADMIN_URL.rpartition("/")
+    url = f"{base}/{name}"
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def truncate_all(engine: Engine) -> None:
+    tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One Alembic-migrated SQLite file, copied for each test (migrating is the slow part)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "registry.db"
+    engine = make_engine(f"sqlite:///{path}")
+    upgrade(engine)
+    engine.dispose()  # closing the last connection checkpoints the WAL into the file
+    return path
+
+
+BACKENDS = ["sqlite-fs", "postgres-s3"]
+
+
+def make_settings(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path, **overrides: object
+) -> Settings:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(exist_ok=True)
+    if backend == "sqlite-fs":
+        template = request.getfixturevalue("sqlite_template")
+        shutil.copy(template, data_dir / "registry.db")
+        return Settings(data_dir=data_dir, migrate_on_start=False, **overrides)  # type: ignore[arg-type]
+    if backend == "postgres-s3":
+        url = request.getfixturevalue("postgres_url")
+        bucket = request.getfixturevalue("s3_bucket")
+        server = request.getfixturevalue("s3_server")
+        for key, value in server.env().items():
+            os.environ.setdefault(key, value)
+        return Settings(
+            data_dir=data_dir,
+            database_url=url,
+            blob_store=f"s3://{bucket}/registry",
+            s3_endpoint_url=server.endpoint_url,
+            migrate_on_start=False,
+            **overrides,  # type: ignore[arg-type]
+        )
+    raise ValueError(backend)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
+    overrides = getattr(request, "param", None) or {}
+    marker = request.node.get_closest_marker("settings")
+    if marker is not None:
+        overrides = {**overrides, **marker.kwargs}
+    return make_settings(request, backend, tmp_path, **overrides)
+
+
+@pytest.fixture
+def registry_ctx(settings: Settings) -> Iterator[RegistryContext]:
+    ctx = RegistryContext.open(settings)
+    try:
+        yield ctx
+    finally:
+        if settings.database_url.startswith("postgresql"):
+            truncate_all(ctx.engine)
+        ctx.close()
+
+
+@pytest.fixture
+def client(registry_ctx: RegistryContext) -> Iterator[object]:
+    """An in-process HTTP client for the app (litestar.testing.TestClient)."""
+    from litestar.testing import TestClient
+
+    from registry.app import create_app
+
+    app = create_app(ctx=registry_ctx)
+    with TestClient(app, base_url=registry_ctx.settings.public_url) as test_client:
+        yield test_client
+
+
+class LiveServer:
+    """The app served by uvicorn on 127.0.0.1 in a background thread (for real clients)."""
+
+    port: int
+    url: str
+    ctx: RegistryContext
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self._sock.close()
+
+
+@pytest.fixture
+def live_settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
+    """Settings whose PUBLIC_URL is the live server's own address (LINKS must point at it)."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    marker = request.node.get_closest_marker("settings")
+    overrides = dict(marker.kwargs) if marker is not None else {}
+    overrides.setdefault("public_url", f"http://127.0.0.1:{port}")
+    settings = make_settings(request, backend, tmp_path, **overrides)
+    request.node._live_port = port
+    return settings
+
+
+@pytest.fixture
+def live_server(request: pytest.FixtureRequest, live_settings: Settings) -> Iterator[LiveServer]:
+    """A real HTTP server on 127.0.0.1 whose PUBLIC_URL is its own URL."""
+    ctx = RegistryContext.open(live_settings)
+    server = start_live_server(ctx, request.node._live_port)
+    try:
+        yield server
+    finally:
+        server.close()
+        if live_settings.database_url.startswith("postgresql"):
+            truncate_all(ctx.engine)
+        ctx.close()
+
+
+def start_live_server(ctx: RegistryContext, port: int = 0) -> LiveServer:
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from registry.app import create_app
+
+    server = LiveServer.__new__(LiveServer)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    port = sock.getsockname()[1]
+    server.port, server.url, server.ctx, server._sock = port, f"http://127.0.0.1:{port}", ctx, sock
+    config = uvicorn.Config(create_app(ctx=ctx), log_level="warning", lifespan="on")
+    server.server = uvicorn.Server(config)
+    server.thread = threading.Thread(
+        target=server.server.run, kwargs={"sockets": [sock]}, daemon=True
+    )
+    server.thread.start()
+    deadline = time.monotonic() + 20
+    while not server.server.started:
+        if time.monotonic() > deadline or not server.thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    return server
