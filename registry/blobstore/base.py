@@ -1,0 +1,266 @@
+"""The BlobStore interface: immutable blobs named by the sha256 of their bytes.
+
+Key layout (the same for every backend, under the filesystem root or the S3
+``bucket/prefix``)::
+
+    sha256/ab/cd/abcd0123...<64 lowercase hex>   a published blob (final name)
+    tmp/<sha256>.<random>.tmp                    an upload in progress (filesystem)
+
+``ab`` and ``cd`` are the first two and the next two hex digits of the digest.
+A blob is published under its final name only once its bytes have been hashed
+and found equal to the name, and atomically: nobody ever sees a half-written
+blob under a final name. An existing blob always wins over a concurrent or
+later writer of the same digest (the bytes are identical by construction).
+The S3 backend writes no temp objects: large blobs are multipart uploads to the
+final key, invisible until completed; incomplete ones are what
+``clean_stale_uploads`` aborts.
+
+Ranges are half-open: ``open(sha, start, end)`` yields bytes ``[start, end)``;
+``end=None`` means to the end of the blob. Ranges reaching past the end of the
+blob are clamped (a range starting at or beyond the end is empty);
+``start < 0`` or ``end < start`` is a ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import io
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from registry.errors import DigestMismatch, NotFound
+
+KiB = 1024
+MiB = 1024 * KiB
+
+CHUNK_SIZE = 1 * MiB
+"""Read size used when streaming into or out of a store."""
+
+BLOB_DIR = "sha256"
+TMP_DIR = "tmp"
+
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    sha256: str
+    size: int
+    modified: datetime  # timezone-aware, UTC
+
+
+@dataclass(frozen=True)
+class PutResult:
+    sha256: str
+    size: int
+    created: bool  # False when the blob already existed (the existing blob wins)
+
+
+class BlobNotFound(NotFound):
+    """The blob is not in the store."""
+
+    def __init__(self, sha256: str, message: str | None = None) -> None:
+        super().__init__(message or f"blob {sha256} not found")
+        self.sha256 = sha256
+
+
+def is_sha256(value: object) -> bool:
+    return isinstance(value, str) and _SHA256_RE.match(value) is not None
+
+
+def validate_sha256(sha256: object) -> str:
+    """Return ``sha256`` if it is 64 lowercase hex digits, else raise ``ValueError``."""
+    if not is_sha256(sha256):
+        raise ValueError(f"not a sha256 digest (64 lowercase hex digits): {sha256!r}")
+    return sha256  # type: ignore[return-value]
+
+
+def blob_key(sha256: str) -> str:
+    """The key of a blob relative to the store root: ``sha256/ab/cd/<hex>``."""
+    return f"{BLOB_DIR}/{sha256[0:2]}/{sha256[2:4]}/{sha256}"
+
+
+def validate_range(start: int, end: int | None) -> None:
+    if start < 0:
+        raise ValueError(f"range start must be >= 0, not {start}")
+    if end is not None and end < start:
+        raise ValueError(f"range end ({end}) is before its start ({start})")
+
+
+def digest_mismatch(expected: str, actual: str, size: int) -> DigestMismatch:
+    return DigestMismatch(
+        f"digest mismatch: expected sha256 {expected}, but the {size} bytes received "
+        f"hash to {actual}"
+    )
+
+
+def read_full(stream: BinaryIO, size: int) -> bytes:
+    """Read up to ``size`` bytes, looping over short reads; fewer only at EOF."""
+    first = stream.read(size)
+    if not first or len(first) >= size:
+        return first or b""
+    parts = [first]
+    got = len(first)
+    while got < size:
+        data = stream.read(size - got)
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
+
+
+def hash_stream(stream: BinaryIO, chunk_size: int = CHUNK_SIZE) -> tuple[str, int]:
+    """Consume ``stream`` to EOF; return (sha256 hex, size)."""
+    h = hashlib.sha256()
+    size = 0
+    while True:
+        data = stream.read(chunk_size)
+        if not data:
+            break
+        h.update(data)
+        size += len(data)
+    return h.hexdigest(), size
+
+
+class RangeReader(io.RawIOBase):
+    """A read-only stream over at most ``limit`` bytes of another stream.
+
+    ``limit=None`` reads to EOF. ``on_error`` may translate exceptions raised by
+    the underlying stream (e.g. network errors into ``StorageUnavailable``).
+    """
+
+    def __init__(self, raw, limit: int | None, on_error=None) -> None:
+        super().__init__()
+        self._raw = raw
+        self._remaining = limit
+        self._on_error = on_error
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        want = len(buffer)
+        if self._remaining is not None:
+            want = min(want, self._remaining)
+        if want <= 0:
+            return 0
+        try:
+            data = self._raw.read(want)
+        except Exception as exc:
+            if self._on_error is None:
+                raise
+            raise self._on_error(exc) from exc
+        n = len(data)
+        buffer[:n] = data
+        if self._remaining is not None:
+            self._remaining -= n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._raw.close()
+            finally:
+                super().close()
+
+
+class BlobStore(abc.ABC):
+    """Content-addressed, immutable blob storage (see the module docstring)."""
+
+    chunk_size: int = CHUNK_SIZE
+
+    # -- writing ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def put(self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None) -> PutResult:
+        """Store the bytes of ``stream`` (read to EOF) under ``sha256``.
+
+        Published atomically and only if the bytes hash to ``sha256``; otherwise
+        ``DigestMismatch`` and nothing is left behind. If the blob exists already,
+        the stream is still read and verified, and ``created`` is False.
+        """
+
+    def put_bytes(self, sha256: str, data: bytes) -> PutResult:
+        return self.put(sha256, io.BytesIO(data), size_hint=len(data))
+
+    # -- reading ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def open(self, sha256: str, start: int = 0, end: int | None = None) -> BinaryIO:
+        """A readable stream of bytes ``[start, end)``. ``BlobNotFound`` if absent."""
+
+    def iter_chunks(
+        self,
+        sha256: str,
+        start: int = 0,
+        end: int | None = None,
+        chunk_size: int = CHUNK_SIZE,
+    ) -> Iterator[bytes]:
+        with self.open(sha256, start, end) as f:
+            while True:
+                data = f.read(chunk_size)
+                if not data:
+                    return
+                yield data
+
+    def read_bytes(self, sha256: str, start: int = 0, end: int | None = None) -> bytes:
+        """The whole blob (or range) in memory; for small blobs and tests."""
+        return b"".join(self.iter_chunks(sha256, start, end))
+
+    @abc.abstractmethod
+    def stat(self, sha256: str) -> int | None:
+        """The size of the blob, or None if absent."""
+
+    def exists(self, sha256: str) -> bool:
+        return self.stat(sha256) is not None
+
+    def exists_many(self, hashes: Iterable[str]) -> set[str]:
+        """The subset of ``hashes`` that are stored."""
+        return {h for h in set(hashes) if self.exists(h)}
+
+    @abc.abstractmethod
+    def iter_blobs(self) -> Iterator[BlobInfo]:
+        """Every stored blob (order unspecified)."""
+
+    # -- deleting / maintenance -----------------------------------------------
+
+    @abc.abstractmethod
+    def delete(self, sha256: str) -> bool:
+        """Delete the blob; True if something was deleted."""
+
+    @abc.abstractmethod
+    def clean_stale_uploads(self, older_than_seconds: float) -> int:
+        """Remove temp files / incomplete uploads older than that; return how many."""
+
+    # -- serving helpers -------------------------------------------------------
+
+    def presigned_get_url(self, sha256: str, expires: int = 300) -> str | None:
+        """A URL a client can GET the blob from directly, or None (unsupported)."""
+        return None
+
+    def local_path(self, sha256: str) -> Path | None:
+        """The blob's file on the local filesystem (for sendfile), or None."""
+        return None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @abc.abstractmethod
+    def check_available(self) -> None:
+        """Raise ``StorageUnavailable`` if the backend cannot be reached."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (connections, ...)."""
+
+    def __enter__(self) -> BlobStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,205 @@
+"""The local-folder BlobStore (the embedded default).
+
+A put streams into a temp file under ``root/tmp/`` (same filesystem as the
+blobs) while hashing, fsyncs it, makes it read-only, then ``os.link``s it to
+``root/sha256/ab/cd/<hex>``: linking never replaces an existing file, so the
+first published copy wins and nobody ever sees a partial blob. The temp file
+is always removed afterwards. Shard directories are created on demand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from registry.blobstore.base import (
+    BLOB_DIR,
+    TMP_DIR,
+    BlobInfo,
+    BlobNotFound,
+    BlobStore,
+    PutResult,
+    RangeReader,
+    blob_key,
+    digest_mismatch,
+    hash_stream,
+    is_sha256,
+    validate_range,
+    validate_sha256,
+)
+from registry.errors import StorageUnavailable
+
+_LINK_UNSUPPORTED = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK}
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class FilesystemBlobStore(BlobStore):
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root).expanduser().absolute()
+        self.tmp_dir = self.root / TMP_DIR
+        self.blob_dir = self.root / BLOB_DIR
+
+    def __repr__(self) -> str:
+        return f"FilesystemBlobStore({str(self.root)!r})"
+
+    def path_for(self, sha256: str) -> Path:
+        """Where the blob lives (whether or not it exists)."""
+        return self.root / blob_key(validate_sha256(sha256))
+
+    # -- writing ---------------------------------------------------------------
+
+    def put(self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None) -> PutResult:
+        final = self.path_for(sha256)
+        if final.exists():
+            actual, size = hash_stream(stream, self.chunk_size)
+            if actual != sha256:
+                raise digest_mismatch(sha256, actual, size)
+            return PutResult(sha256, size, False)
+
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f"{sha256}.", suffix=".tmp", dir=self.tmp_dir)
+        tmp = Path(tmp_name)
+        try:
+            h = hashlib.sha256()
+            size = 0
+            with os.fdopen(fd, "wb", buffering=0) as out:
+                while True:
+                    data = stream.read(self.chunk_size)
+                    if not data:
+                        break
+                    h.update(data)
+                    view = memoryview(data)
+                    while view:
+                        n = out.write(view)
+                        view = view[n:]
+                    size += len(data)
+                out.flush()
+                os.fsync(out.fileno())
+            actual = h.hexdigest()
+            if actual != sha256:
+                raise digest_mismatch(sha256, actual, size)
+            os.chmod(tmp, 0o444)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            created = self._publish(tmp, final)
+            if created:
+                _fsync_dir(final.parent)
+            return PutResult(sha256, size, created)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def _publish(self, tmp: Path, final: Path) -> bool:
+        try:
+            os.link(tmp, final)
+            return True
+        except FileExistsError:
+            return False  # the existing blob wins
+        except OSError as exc:
+            if exc.errno not in _LINK_UNSUPPORTED:
+                raise
+        # No hard links here (some network / FUSE filesystems): rename instead.
+        # A concurrent writer may replace the file with identical bytes; harmless.
+        if final.exists():
+            return False
+        os.replace(tmp, final)
+        return True
+
+    # -- reading ---------------------------------------------------------------
+
+    def open(self, sha256: str, start: int = 0, end: int | None = None) -> BinaryIO:
+        validate_range(start, end)
+        path = self.path_for(sha256)
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - returned to the caller
+        except FileNotFoundError:
+            raise BlobNotFound(sha256) from None
+        if start == 0 and end is None:
+            return f
+        try:
+            f.seek(start)
+        except BaseException:
+            f.close()
+            raise
+        return RangeReader(f, None if end is None else end - start)  # type: ignore[return-value]
+
+    def stat(self, sha256: str) -> int | None:
+        try:
+            return self.path_for(sha256).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def local_path(self, sha256: str) -> Path | None:
+        path = self.path_for(sha256)
+        return path if path.is_file() else None
+
+    def iter_blobs(self) -> Iterator[BlobInfo]:
+        if not self.blob_dir.is_dir():
+            return
+        for first in sorted(os.scandir(self.blob_dir), key=lambda e: e.name):
+            if not first.is_dir(follow_symlinks=False) or len(first.name) != 2:
+                continue
+            for second in sorted(os.scandir(first.path), key=lambda e: e.name):
+                if not second.is_dir(follow_symlinks=False) or len(second.name) != 2:
+                    continue
+                for entry in sorted(os.scandir(second.path), key=lambda e: e.name):
+                    name = entry.name
+                    if not is_sha256(name) or name[0:2] != first.name or name[2:4] != second.name:
+                        continue
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # deleted meanwhile
+                    yield BlobInfo(name, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+
+    # -- deleting / maintenance -----------------------------------------------
+
+    def delete(self, sha256: str) -> bool:
+        try:
+            self.path_for(sha256).unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
+    def clean_stale_uploads(self, older_than_seconds: float) -> int:
+        if not self.tmp_dir.is_dir():
+            return 0
+        cutoff = time.time() - older_than_seconds
+        removed = 0
+        for entry in os.scandir(self.tmp_dir):
+            try:
+                if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime <= cutoff:
+                    os.unlink(entry.path)
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
+
+    def check_available(self) -> None:
+        try:
+            self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageUnavailable(f"blob store folder {self.root} is unusable: {exc}") from exc
+        if not os.access(self.root, os.W_OK | os.X_OK) or not os.access(
+            self.tmp_dir, os.W_OK | os.X_OK
+        ):
+            raise StorageUnavailable(f"blob store folder {self.root} is not writable")

@@ -1,0 +1,85 @@
+"""An in-memory BlobStore (a dict behind a lock), for unit tests."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import BinaryIO
+
+from registry.blobstore.base import (
+    BlobInfo,
+    BlobNotFound,
+    BlobStore,
+    PutResult,
+    digest_mismatch,
+    validate_range,
+    validate_sha256,
+)
+
+
+class MemoryBlobStore(BlobStore):
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._blobs: dict[str, tuple[bytes, datetime]] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryBlobStore({len(self._blobs)} blobs)"
+
+    def put(self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None) -> PutResult:
+        validate_sha256(sha256)
+        h = hashlib.sha256()
+        buf = io.BytesIO()
+        while True:
+            data = stream.read(self.chunk_size)
+            if not data:
+                break
+            h.update(data)
+            buf.write(data)
+        actual = h.hexdigest()
+        data = buf.getvalue()
+        if actual != sha256:
+            raise digest_mismatch(sha256, actual, len(data))
+        with self._lock:
+            if sha256 in self._blobs:
+                return PutResult(sha256, len(self._blobs[sha256][0]), False)
+            self._blobs[sha256] = (data, datetime.now(UTC))
+        return PutResult(sha256, len(data), True)
+
+    def _get(self, sha256: str) -> bytes:
+        validate_sha256(sha256)
+        with self._lock:
+            entry = self._blobs.get(sha256)
+        if entry is None:
+            raise BlobNotFound(sha256)
+        return entry[0]
+
+    def open(self, sha256: str, start: int = 0, end: int | None = None) -> BinaryIO:
+        validate_range(start, end)
+        data = self._get(sha256)
+        return io.BytesIO(data[start:end])
+
+    def stat(self, sha256: str) -> int | None:
+        validate_sha256(sha256)
+        with self._lock:
+            entry = self._blobs.get(sha256)
+        return None if entry is None else len(entry[0])
+
+    def iter_blobs(self) -> Iterator[BlobInfo]:
+        with self._lock:
+            items = list(self._blobs.items())
+        for sha, (data, modified) in items:
+            yield BlobInfo(sha, len(data), modified)
+
+    def delete(self, sha256: str) -> bool:
+        validate_sha256(sha256)
+        with self._lock:
+            return self._blobs.pop(sha256, None) is not None
+
+    def clean_stale_uploads(self, older_than_seconds: float) -> int:
+        return 0  # uploads are never left half-done in memory
+
+    def check_available(self) -> None:
+        return None

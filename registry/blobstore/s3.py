@@ -1,0 +1,432 @@
+"""The S3-compatible BlobStore (AWS S3, MinIO, moto, ...).
+
+Keys are ``<prefix>sha256/ab/cd/<hex>`` (see ``base``). A put first HEADs the
+key: an existing blob wins (the stream is still read and verified). A blob
+smaller than ``part_size`` is buffered (at most ``part_size`` bytes), hashed and
+written with one ``PutObject`` (``If-None-Match: *`` where supported). A larger
+one is a multipart upload straight to the final key, hashed while its parts
+stream; it is completed only if the digest matches and aborted otherwise or
+on any error, so nothing becomes visible. Every connectivity problem
+surfaces as ``StorageUnavailable``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, BinaryIO
+
+from registry.blobstore.base import (
+    BLOB_DIR,
+    BlobInfo,
+    BlobNotFound,
+    BlobStore,
+    MiB,
+    PutResult,
+    RangeReader,
+    blob_key,
+    digest_mismatch,
+    hash_stream,
+    is_sha256,
+    read_full,
+    validate_range,
+    validate_sha256,
+)
+from registry.errors import StorageUnavailable
+
+MIN_PART_SIZE = 5 * MiB
+MAX_PARTS = 10_000
+
+_NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound"}
+_UNSUPPORTED_CODES = {"NotImplemented", "501"}
+
+
+def make_client(
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    *,
+    connect_timeout: float = 5,
+    read_timeout: float = 60,
+    max_attempts: int = 3,
+):
+    """A boto3 S3 client with timeouts and retries that fail fast when the server is down."""
+    import boto3
+    from botocore.config import Config
+
+    options: dict[str, Any] = {
+        "connect_timeout": connect_timeout,
+        "read_timeout": read_timeout,
+        "retries": {"max_attempts": max_attempts, "mode": "standard"},
+        "signature_version": "s3v4",
+        "max_pool_connections": 32,
+    }
+    if endpoint_url:
+        options["s3"] = {"addressing_style": "path"}
+    # botocore >= 1.36 adds CRC checksums to every request by default, which
+    # several S3-compatible servers reject; only send them when required.
+    extra = {
+        "request_checksum_calculation": "when_required",
+        "response_checksum_validation": "when_required",
+    }
+    try:
+        config = Config(**options, **extra)
+    except TypeError:  # older botocore
+        config = Config(**options)
+    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    session = boto3.session.Session()
+    return session.client(
+        "s3", endpoint_url=endpoint_url, region_name=region or "us-east-1", config=config
+    )
+
+
+def _error_code(exc: Exception) -> str:
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return code or str(status or "")
+    return ""
+
+
+def _http_status(exc: Exception) -> int | None:
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return None
+
+
+def _is_not_found(exc: Exception) -> bool:
+    return _error_code(exc) in _NOT_FOUND_CODES or _http_status(exc) == 404
+
+
+def _is_precondition_failed(exc: Exception) -> bool:
+    return _error_code(exc) == "PreconditionFailed" or _http_status(exc) == 412
+
+
+def _is_unsupported(exc: Exception) -> bool:
+    return _error_code(exc) in _UNSUPPORTED_CODES or _http_status(exc) == 501
+
+
+class S3BlobStore(BlobStore):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        client=None,
+        part_size: int = 16 * MiB,
+        presign: bool = False,
+        region: str | None = None,
+    ) -> None:
+        if not bucket:
+            raise ValueError("S3BlobStore needs a bucket name")
+        if part_size < MIN_PART_SIZE:
+            raise ValueError(f"part_size must be at least {MIN_PART_SIZE} bytes (S3's minimum)")
+        prefix = prefix.strip("/")
+        self.bucket = bucket
+        self.prefix = f"{prefix}/" if prefix else ""
+        self.endpoint_url = endpoint_url
+        self.part_size = part_size
+        self.presign = presign
+        self._owns_client = client is None
+        self.client = client if client is not None else make_client(endpoint_url, region)
+        self._if_none_match = True  # cleared when the server rejects the header
+
+    def __repr__(self) -> str:
+        where = f" at {self.endpoint_url}" if self.endpoint_url else ""
+        return f"S3BlobStore(s3://{self.bucket}/{self.prefix}{where})"
+
+    def key_for(self, sha256: str) -> str:
+        return self.prefix + blob_key(validate_sha256(sha256))
+
+    # -- error translation -----------------------------------------------------
+
+    def _unavailable(self, exc: BaseException, action: str) -> StorageUnavailable:
+        from botocore.exceptions import (
+            ClientError,
+            ConnectionError,
+            HTTPClientError,
+            NoCredentialsError,
+        )
+
+        where = f"s3://{self.bucket}/{self.prefix}"
+        if self.endpoint_url:
+            where += f" at {self.endpoint_url}"
+        if isinstance(exc, ConnectionError | HTTPClientError):
+            reason = f"cannot reach the S3 server: {exc}"
+        elif isinstance(exc, NoCredentialsError):
+            reason = "no S3 credentials configured (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
+        elif isinstance(exc, ClientError):
+            reason = f"S3 error {_error_code(exc)} (HTTP {_http_status(exc)}): {exc}"
+        else:
+            reason = f"{type(exc).__name__}: {exc}"
+        return StorageUnavailable(f"blob store {where} unavailable while {action}: {reason}")
+
+    @contextlib.contextmanager
+    def _translate(self, action: str):
+        """Turn every botocore / urllib3 failure into StorageUnavailable."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            yield
+        except (BotoCoreError, ClientError, OSError) as exc:
+            raise self._unavailable(exc, action) from exc
+        except Exception as exc:
+            # urllib3 errors raised while reading a response body, etc.
+            if type(exc).__module__.split(".")[0] in {"urllib3", "botocore", "boto3"}:
+                raise self._unavailable(exc, action) from exc
+            raise
+
+    # -- writing ---------------------------------------------------------------
+
+    def put(self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None) -> PutResult:
+        key = self.key_for(sha256)
+        if self.stat(sha256) is not None:
+            actual, size = hash_stream(stream, self.chunk_size)
+            if actual != sha256:
+                raise digest_mismatch(sha256, actual, size)
+            return PutResult(sha256, size, False)
+
+        h = hashlib.sha256()
+        first = read_full(stream, self.part_size)
+        h.update(first)
+        second = read_full(stream, self.part_size) if len(first) == self.part_size else b""
+        if not second:
+            actual = h.hexdigest()
+            if actual != sha256:
+                raise digest_mismatch(sha256, actual, len(first))
+            created = self._put_small(key, first)
+            return PutResult(sha256, len(first), created)
+        return self._put_multipart(sha256, key, stream, h, first, second)
+
+    def _put_small(self, key: str, data: bytes) -> bool:
+        kwargs: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "Body": data,
+            "ContentLength": len(data),
+            "ContentType": "application/octet-stream",
+        }
+        with self._translate(f"writing {key}"):
+            if self._if_none_match:
+                try:
+                    self.client.put_object(**kwargs, IfNoneMatch="*")
+                    return True
+                except Exception as exc:
+                    if _is_precondition_failed(exc):
+                        return False  # written meanwhile: the existing blob wins
+                    if not _is_unsupported(exc):
+                        raise
+                    self._if_none_match = False
+            self.client.put_object(**kwargs)
+            return True
+
+    def _put_multipart(
+        self,
+        sha256: str,
+        key: str,
+        stream: BinaryIO,
+        h: Any,
+        first: bytes,
+        second: bytes,
+    ) -> PutResult:
+        with self._translate(f"starting a multipart upload of {key}"):
+            upload = self.client.create_multipart_upload(
+                Bucket=self.bucket, Key=key, ContentType="application/octet-stream"
+            )
+        upload_id = upload["UploadId"]
+        completed = False
+        try:
+            parts: list[dict[str, Any]] = []
+            size = 0
+
+            def send(data: bytes) -> None:
+                number = len(parts) + 1
+                if number > MAX_PARTS:
+                    raise ValueError(
+                        f"blob too large for {MAX_PARTS} parts of {self.part_size} bytes"
+                    )
+                with self._translate(f"uploading part {number} of {key}"):
+                    resp = self.client.upload_part(
+                        Bucket=self.bucket,
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=number,
+                        Body=data,
+                        ContentLength=len(data),
+                    )
+                parts.append({"PartNumber": number, "ETag": resp["ETag"]})
+
+            send(first)
+            size += len(first)
+            del first
+            chunk = second
+            while chunk:
+                h.update(chunk)
+                send(chunk)
+                size += len(chunk)
+                chunk = read_full(stream, self.part_size)
+
+            actual = h.hexdigest()
+            if actual != sha256:
+                raise digest_mismatch(sha256, actual, size)
+            created = self._complete(key, upload_id, parts)
+            completed = created
+            return PutResult(sha256, size, created)
+        finally:
+            if not completed:
+                self._abort(key, upload_id)
+
+    def _complete(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> bool:
+        kwargs: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "UploadId": upload_id,
+            "MultipartUpload": {"Parts": parts},
+        }
+        with self._translate(f"completing the multipart upload of {key}"):
+            if self._if_none_match:
+                try:
+                    self.client.complete_multipart_upload(**kwargs, IfNoneMatch="*")
+                    return True
+                except Exception as exc:
+                    if _is_precondition_failed(exc):
+                        return False  # the existing blob wins; the caller aborts ours
+                    if not _is_unsupported(exc):
+                        raise
+                    self._if_none_match = False
+            self.client.complete_multipart_upload(**kwargs)
+            return True
+
+    def _abort(self, key: str, upload_id: str) -> None:
+        # Best effort: an upload we cannot abort now is collected by clean_stale_uploads.
+        with contextlib.suppress(Exception):
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+
+    # -- reading ---------------------------------------------------------------
+
+    def open(self, sha256: str, start: int = 0, end: int | None = None) -> BinaryIO:
+        validate_range(start, end)
+        key = self.key_for(sha256)
+        if end is not None and end == start:
+            if self.stat(sha256) is None:
+                raise BlobNotFound(sha256)
+            return io.BytesIO(b"")
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if start or end is not None:
+            kwargs["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
+        with self._translate(f"reading {key}"):
+            try:
+                resp = self.client.get_object(**kwargs)
+            except Exception as exc:
+                if _is_not_found(exc):
+                    raise BlobNotFound(sha256) from None
+                if _error_code(exc) == "InvalidRange" or _http_status(exc) == 416:
+                    # start at or past the end of the blob: an empty range
+                    if self.stat(sha256) is None:
+                        raise BlobNotFound(sha256) from None
+                    return io.BytesIO(b"")
+                raise
+        body = resp["Body"]
+        limit = None if end is None else end - start
+        return RangeReader(  # type: ignore[return-value]
+            body, limit, on_error=lambda exc: self._unavailable(exc, f"reading {key}")
+        )
+
+    def stat(self, sha256: str) -> int | None:
+        key = self.key_for(sha256)
+        with self._translate(f"looking up {key}"):
+            try:
+                resp = self.client.head_object(Bucket=self.bucket, Key=key)
+            except Exception as exc:
+                if _is_not_found(exc):
+                    return None
+                raise
+        return int(resp["ContentLength"])
+
+    def iter_blobs(self) -> Iterator[BlobInfo]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        pages = paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}{BLOB_DIR}/")
+        it = iter(pages)
+        while True:
+            with self._translate("listing blobs"):
+                page = next(it, None)
+            if page is None:
+                return
+            for obj in page.get("Contents", []):
+                key: str = obj["Key"]
+                name = key.rsplit("/", 1)[-1]
+                if not is_sha256(name) or key != self.prefix + blob_key(name):
+                    continue
+                modified = obj["LastModified"]
+                if modified.tzinfo is None:
+                    modified = modified.replace(tzinfo=UTC)
+                yield BlobInfo(name, int(obj["Size"]), modified.astimezone(UTC))
+
+    # -- deleting / maintenance -----------------------------------------------
+
+    def delete(self, sha256: str) -> bool:
+        if self.stat(sha256) is None:
+            return False
+        key = self.key_for(sha256)
+        with self._translate(f"deleting {key}"):
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        return True
+
+    def clean_stale_uploads(self, older_than_seconds: float) -> int:
+        cutoff = datetime.now(UTC) - timedelta(seconds=older_than_seconds)
+        removed = 0
+        paginator = self.client.get_paginator("list_multipart_uploads")
+        it = iter(paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}{BLOB_DIR}/"))
+        while True:
+            with self._translate("listing incomplete uploads"):
+                page = next(it, None)
+            if page is None:
+                break
+            for upload in page.get("Uploads", []):
+                initiated = upload.get("Initiated")
+                if initiated is not None and initiated.tzinfo is None:
+                    initiated = initiated.replace(tzinfo=UTC)
+                if initiated is not None and initiated > cutoff:
+                    continue
+                with self._translate(f"aborting the upload of {upload['Key']}"):
+                    try:
+                        self.client.abort_multipart_upload(
+                            Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                        )
+                    except Exception as exc:
+                        if _error_code(exc) == "NoSuchUpload" or _is_not_found(exc):
+                            continue  # finished or aborted meanwhile
+                        raise
+                removed += 1
+        return removed
+
+    # -- serving helpers -------------------------------------------------------
+
+    def presigned_get_url(self, sha256: str, expires: int = 300) -> str | None:
+        if not self.presign:
+            return None
+        key = self.key_for(sha256)
+        with self._translate(f"presigning {key}"):
+            return self.client.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
+            )
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def check_available(self) -> None:
+        with self._translate("checking the bucket"):
+            self.client.head_bucket(Bucket=self.bucket)
+
+    def close(self) -> None:
+        if self._owns_client:
+            with contextlib.suppress(Exception):
+                self.client.close()

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import io
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from registry.blobstore import FilesystemBlobStore
+from registry.errors import DigestMismatch, StorageUnavailable
+from tests.blobstore_conformance import BlobStoreConformance, sha
+
+
+class TestFilesystemBlobStore(BlobStoreConformance):
+    @pytest.fixture
+    def store(self, tmp_path: Path):
+        with FilesystemBlobStore(tmp_path / "blobs") as store:
+            yield store
+
+    def make_abandoned_upload(self, store: FilesystemBlobStore) -> bool:
+        store.tmp_dir.mkdir(parents=True, exist_ok=True)
+        tmp = store.tmp_dir / f"{sha(b'abandoned')}.deadbeef.tmp"
+        tmp.write_bytes(b"half of some")
+        old = time.time() - 7200
+        os.utime(tmp, (old, old))
+        return True
+
+    # -- filesystem specifics ------------------------------------------------------
+
+    def test_layout_and_permissions(self, store: FilesystemBlobStore) -> None:
+        data = b"layout"
+        h = sha(data)
+        store.put_bytes(h, data)
+        path = store.root / "sha256" / h[:2] / h[2:4] / h
+        assert path.read_bytes() == data
+        assert stat.S_IMODE(path.stat().st_mode) == 0o444
+        assert store.local_path(h) == path
+        assert store.local_path(sha(b"absent")) is None
+        assert list(store.tmp_dir.iterdir()) == []  # temp file gone
+
+    def test_full_open_is_a_real_file(self, store: FilesystemBlobStore) -> None:
+        data = b"sendfile me"
+        store.put_bytes(sha(data), data)
+        with store.open(sha(data)) as f:
+            assert os.fstat(f.fileno()).st_size == len(data)
+
+    def test_no_temp_left_after_mismatch(self, store: FilesystemBlobStore) -> None:
+        with pytest.raises(DigestMismatch):
+            store.put(sha(b"a"), io.BytesIO(b"b" * 100_000))
+        assert list(store.tmp_dir.iterdir()) == []
+        assert not (store.root / "sha256").exists() or not any(
+            p.is_file() for p in (store.root / "sha256").rglob("*")
+        )
+
+    def test_clean_keeps_fresh_temps(self, store: FilesystemBlobStore) -> None:
+        self.make_abandoned_upload(store)
+        fresh = store.tmp_dir / "fresh.tmp"
+        fresh.write_bytes(b"in flight")
+        assert store.clean_stale_uploads(3600) == 1
+        assert fresh.exists()
+        assert store.clean_stale_uploads(0) == 1
+        assert not fresh.exists()
+
+    def test_existing_blob_wins_over_racing_writer(self, store: FilesystemBlobStore) -> None:
+        """A writer that finds the final name taken at link time keeps the existing file."""
+        data = b"x" * 10_000
+        h = sha(data)
+        gate = threading.Event()
+
+        class SlowStream(io.RawIOBase):
+            def __init__(self) -> None:
+                self.inner = io.BytesIO(data)
+
+            def readable(self) -> bool:
+                return True
+
+            def readinto(self, buf) -> int:  # type: ignore[override]
+                n = self.inner.readinto(buf)
+                if n == 0:
+                    gate.wait(10)  # let the other writer publish first
+                return n
+
+        results = []
+        t = threading.Thread(target=lambda: results.append(store.put(h, SlowStream())))
+        t.start()
+        time.sleep(0.1)
+        first = store.put_bytes(h, data)
+        inode = store.local_path(h).stat().st_ino
+        gate.set()
+        t.join()
+        assert first.created is True
+        assert results[0].created is False
+        assert store.local_path(h).stat().st_ino == inode
+        assert list(store.tmp_dir.iterdir()) == []
+
+    def test_iter_blobs_ignores_strays(self, store: FilesystemBlobStore) -> None:
+        data = b"real"
+        store.put_bytes(sha(data), data)
+        h = sha(b"misplaced")
+        stray_dir = store.root / "sha256" / "zz" / "yy"
+        stray_dir.mkdir(parents=True)
+        (stray_dir / h).write_bytes(b"misplaced")
+        (store.root / "sha256" / sha(data)[:2] / sha(data)[2:4] / "notes.txt").write_text("x")
+        assert [i.sha256 for i in store.iter_blobs()] == [sha(data)]
+
+    def test_check_available_unwritable(self, tmp_path: Path) -> None:
+        blocker = tmp_path / "file"
+        blocker.write_text("not a folder")
+        store = FilesystemBlobStore(blocker / "blobs")
+        with pytest.raises(StorageUnavailable):
+            store.check_available()
+
+    def test_root_created_lazily(self, tmp_path: Path) -> None:
+        store = FilesystemBlobStore(tmp_path / "a" / "b")
+        assert not (tmp_path / "a").exists()
+        assert list(store.iter_blobs()) == []
+        assert store.clean_stale_uploads(0) == 0
+        store.put_bytes(sha(b"q"), b"q")
+        assert store.read_bytes(sha(b"q")) == b"q"
