@@ -1,0 +1,152 @@
+"""Validate a local carton file and describe it as JSON-able data (``inspect FILE``).
+
+Never touches the network: files that are only reachable through LINKS are
+listed as linked, not fetched.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, BinaryIO
+
+from .config import CartonConfig, TensorSpec, validate_references
+from .errors import CartonFormatError
+from .tensor_data import (
+    INDEX_PATH,
+    NESTED,
+    NUMPY_DTYPES,
+    TensorIndexEntry,
+    decode_string_tensor,
+    parse_tensor_index,
+)
+from .zipread import ArchiveLimits, CartonArchive, sha256_member
+
+_MAX_INDEX_BYTES = 16 << 20
+_MAX_STRING_TENSOR_CHECK = 16 << 20
+
+
+def _spec_json(s: TensorSpec) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "dtype": s.dtype,
+        "shape": s.shape if isinstance(s.shape, str) else list(s.shape),
+        "description": s.description,
+        "internal_name": s.internal_name,
+    }
+
+
+def _check_tensors(archive: CartonArchive, entries: list[TensorIndexEntry]) -> list[str]:
+    """Each tensor file exists in MANIFEST and has the size its dtype x shape needs."""
+    problems: list[str] = []
+    for e in entries:
+        if e.dtype == NESTED or e.path is None or e.shape is None:
+            continue
+        if e.path not in archive.manifest:
+            problems.append(f"{INDEX_PATH}: tensor {e.name!r}: {e.path} is not in MANIFEST")
+            continue
+        if e.path not in archive.members:
+            continue  # linked: not checked without fetching
+        size = archive.member_size(e.path)
+        if e.dtype in NUMPY_DTYPES:
+            need = NUMPY_DTYPES[e.dtype].itemsize
+            for d in e.shape:
+                need *= d
+            if size != need:
+                problems.append(
+                    f"{e.path}: {e.dtype} tensor {e.name!r} of shape {list(e.shape)} "
+                    f"needs {need} bytes, has {size}"
+                )
+        elif size <= _MAX_STRING_TENSOR_CHECK:
+            try:
+                decode_string_tensor(archive.read_bytes(e.path, _MAX_STRING_TENSOR_CHECK), e.shape)
+            except CartonFormatError as err:
+                problems.append(f"{e.path}: {err.message}")
+    return problems
+
+
+def inspect_carton(
+    path: str | os.PathLike | BinaryIO, limits: ArchiveLimits = ArchiveLimits()
+) -> dict[str, Any]:
+    """Describe and validate a carton; ``problems`` is empty when it is valid."""
+    result: dict[str, Any] = {
+        "manifest_sha256": None,
+        "model_name": None,
+        "runner": None,
+        "inputs": [],
+        "outputs": [],
+        "files": [],
+        "problems": [],
+    }
+    problems: list[str] = result["problems"]
+    try:
+        archive = CartonArchive.open(path, limits)
+    except CartonFormatError as e:
+        problems.append(e.message)
+        return result
+    except OSError as e:
+        problems.append(f"cannot read the file: {e}")
+        return result
+    with archive:
+        manifest = archive.manifest
+        result["manifest_sha256"] = manifest.sha256
+        links = archive.links or {}
+        for entry in manifest:
+            if entry.path in archive.members:
+                try:
+                    digest, size = sha256_member(archive, entry.path)
+                except CartonFormatError as e:
+                    problems.append(e.message)
+                    result["files"].append({"path": entry.path, "sha256": entry.sha256,
+                                            "size": archive.member_size(entry.path)})
+                    continue
+                if digest != entry.sha256:
+                    problems.append(
+                        f"{entry.path}: sha256 is {digest}, MANIFEST says {entry.sha256}"
+                    )
+                result["files"].append({"path": entry.path, "sha256": entry.sha256,
+                                        "size": size})
+            else:
+                result["files"].append({"path": entry.path, "sha256": entry.sha256,
+                                        "linked": True})
+                if entry.sha256 not in links:
+                    problems.append(f"{entry.path}: not in the zip and not listed in LINKS")
+
+        config: CartonConfig | None = None
+        if "carton.toml" not in manifest:
+            problems.append("carton.toml is not listed in MANIFEST")
+        elif "carton.toml" not in archive.members:
+            problems.append("carton.toml is not inside the zip (only LINKS reference it)")
+        else:
+            try:
+                config = archive.config()
+            except CartonFormatError as e:
+                problems.append(e.message)
+
+        tensor_names: set[str] | None = None
+        if INDEX_PATH not in manifest:
+            problems.append(f"{INDEX_PATH} is missing (the carton loader requires it)")
+        elif INDEX_PATH in archive.members:
+            try:
+                entries = parse_tensor_index(archive.read_bytes(INDEX_PATH, _MAX_INDEX_BYTES))
+                tensor_names = {e.name for e in entries}
+                problems.extend(_check_tensors(archive, entries))
+            except CartonFormatError as e:
+                problems.append(e.message)
+
+        if config is not None:
+            result["model_name"] = config.model_name
+            result["runner"] = {
+                "runner_name": config.runner.runner_name,
+                "required_framework_version": config.runner.required_framework_version,
+                "runner_compat_version": config.runner.runner_compat_version,
+                "opts": config.runner.opts,
+            }
+            result["inputs"] = [_spec_json(s) for s in config.inputs]
+            result["outputs"] = [_spec_json(s) for s in config.outputs]
+            ref_problems = validate_references(
+                config, tensor_names if tensor_names is not None else set(), set(manifest.paths)
+            )
+            if tensor_names is None:  # index unreadable or linked: tensor refs not checkable
+                ref_problems = [p for p in ref_problems if "names no tensor" not in p]
+            problems.extend(ref_problems)
+    return result

@@ -1,0 +1,144 @@
+"""MANIFEST: the list of ``path=<sha256>`` lines whose hash names a carton.
+
+Parsing is strict because the manifest hash is the carton's identity: two
+byte-different manifests must never describe "the same" carton.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .errors import CartonFormatError
+
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+MANIFEST_NAME = "MANIFEST"
+LINKS_NAME = "LINKS"
+
+
+def is_sha256(s: str) -> bool:
+    """True for a lowercase 64-hex-digit sha256 (the only form MANIFEST allows)."""
+    return isinstance(s, str) and SHA256_HEX.fullmatch(s) is not None
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` is not a valid carton member path, or None when it is."""
+    if not isinstance(path, str):
+        return "path is not a string"
+    if path == "":
+        return "empty path"
+    for ch, what in (("\x00", "NUL"), ("\n", "newline"), ("\r", "carriage return"),
+                     ("\\", "backslash")):
+        if ch in path:
+            return f"path {path!r} contains a {what}"
+    if path.startswith("/"):
+        return f"path {path!r} is absolute"
+    if path.endswith("/"):
+        return f"path {path!r} ends with '/'"
+    for seg in path.split("/"):
+        if seg == "":
+            return f"path {path!r} has an empty segment"
+        if seg in (".", ".."):
+            return f"path {path!r} has a {seg!r} segment"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"path {path!r} is not valid UTF-8"
+    return None
+
+
+def validate_member_path(path: str) -> None:
+    """Raise CartonFormatError unless ``path`` is a safe, canonical member path."""
+    problem = path_problem(path)
+    if problem is not None:
+        raise CartonFormatError(problem)
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed MANIFEST; ``raw`` is kept because its hash is the carton's name."""
+
+    raw: bytes
+    entries: tuple[ManifestEntry, ...]
+    _by_path: dict[str, ManifestEntry] = field(
+        init=False, repr=False, compare=False, hash=False, default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        self._by_path.update((e.path, e) for e in self.entries)
+
+    @cached_property
+    def sha256(self) -> str:
+        """The manifest hash (hex sha256 of the MANIFEST bytes)."""
+        return hashlib.sha256(self.raw).hexdigest()
+
+    @cached_property
+    def paths(self) -> frozenset[str]:
+        return frozenset(self._by_path)
+
+    def get(self, path: str) -> ManifestEntry | None:
+        return self._by_path.get(path)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._by_path
+
+    def __iter__(self) -> Iterator[ManifestEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def parse_manifest(raw: bytes) -> Manifest:
+    """Parse MANIFEST bytes strictly (see module docstring); errors name line and path."""
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raise TypeError("parse_manifest expects bytes")
+    raw = bytes(raw)
+    if not raw:
+        raise CartonFormatError("MANIFEST is empty (a carton always lists carton.toml)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CartonFormatError(f"MANIFEST is not valid UTF-8 (byte {e.start})") from None
+    if not text.endswith("\n"):
+        raise CartonFormatError("MANIFEST: last line is not newline-terminated")
+    entries: list[ManifestEntry] = []
+    prev: bytes | None = None
+    for lineno, line in enumerate(text[:-1].split("\n"), start=1):
+        if "\r" in line:
+            raise CartonFormatError(f"MANIFEST line {lineno}: carriage return not allowed")
+        path, sep, digest = line.rpartition("=")
+        if not sep:
+            raise CartonFormatError(f"MANIFEST line {lineno}: expected 'path=sha256', got {line!r}")
+        if not is_sha256(digest):
+            raise CartonFormatError(
+                f"MANIFEST line {lineno} ({path!r}): {digest!r} is not a lowercase hex sha256"
+            )
+        problem = path_problem(path)
+        if problem is not None:
+            raise CartonFormatError(f"MANIFEST line {lineno}: {problem}")
+        key = path.encode("utf-8")
+        if prev is not None and key <= prev:
+            what = "duplicate path" if key == prev else "not sorted bytewise"
+            raise CartonFormatError(f"MANIFEST line {lineno} ({path!r}): {what}")
+        prev = key
+        entries.append(ManifestEntry(path, digest))
+    return Manifest(raw=raw, entries=tuple(entries))
+
+
+def build_manifest(entries: Iterable[tuple[str, str]]) -> Manifest:
+    """Build MANIFEST bytes exactly as the reference packer does (sorted, ``path=hex\\n``)."""
+    items = sorted(((str(p), str(h)) for p, h in entries), key=lambda e: e[0].encode("utf-8"))
+    raw = "".join(f"{p}={h}\n" for p, h in items).encode("utf-8")
+    # parse_manifest validates paths, hashes, duplicates, and emptiness in one place.
+    return parse_manifest(raw)
