@@ -9,10 +9,13 @@ grace period.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import tempfile
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -48,6 +51,8 @@ from registry.services.linkfetch import (
 )
 from registry.services.streams import CHUNK, ChecksumReader, IteratorReader
 
+# hashlib and zlib release the GIL: one worker per core hashes and writes in parallel.
+INGEST_WORKERS = max(1, min(4, os.cpu_count() or 1))
 CARTON_TOML = "carton.toml"
 TENSOR_INDEX = "tensor_data/index.toml"
 _MODEL_NAME = re.compile(r"^[^\x00-\x1f\x7f/\\?#%]{1,255}$")
@@ -300,41 +305,70 @@ def _store_blobs(
     present: set[str],
     known: dict[str, tuple[int, int]],
 ) -> dict[str, _BlobFacts]:
-    facts: dict[str, _BlobFacts] = {}
-    unresolved: list[str] = []
-    for sha, paths in by_sha.items():
-        in_zip = [p for p in paths if p in present]
+    """Verify every member in the zip and store the new ones, a few blobs at a time.
+
+    hashlib and zlib release the GIL, so worker threads hash and write on
+    every core; the first failure cancels the rest and rejects the push.
+    """
+    in_zip = {sha: [p for p in paths if p in present] for sha, paths in by_sha.items()}
+    work = [sha for sha in by_sha if in_zip[sha]]
+    unresolved = [sha for sha in by_sha if not in_zip[sha]]
+
+    def store_one(sha: str) -> _BlobFacts:
+        paths = in_zip[sha]
         try:
             if sha in known:
-                for p in in_zip:
+                for p in paths:
                     _verify_member(archive, p, sha)
                 size, crc = known[sha]
-                facts[sha] = _BlobFacts(size, crc, new=False)
-            elif in_zip:
-                reader = ChecksumReader(archive.open_member(in_zip[0]))
-                try:
-                    put = ctx.blobs.put(sha, reader)  # type: ignore[arg-type]
-                except DigestMismatch as exc:
-                    raise DigestMismatch(
-                        f"{in_zip[0]}: content does not match its MANIFEST sha256 ({exc})"
-                    ) from exc
-                facts[sha] = _BlobFacts(reader.size, reader.crc32, new=put.created)
-                for p in in_zip[1:]:
-                    _verify_member(archive, p, sha)
-            else:
-                unresolved.append(sha)
+                return _BlobFacts(size, crc, new=False)
+            reader = archive.open_member(paths[0])
+            try:
+                put = ctx.blobs.put(sha, reader)  # type: ignore[arg-type]
+            except DigestMismatch as exc:
+                raise DigestMismatch(
+                    f"{paths[0]}: content does not match its MANIFEST sha256 ({exc})"
+                ) from exc
+            finally:
+                reader.close()
+            for p in paths[1:]:
+                _verify_member(archive, p, sha)
+            # The reader checked size and CRC-32 against the central directory at EOF.
+            return _BlobFacts(reader.member.size, reader.member.crc32, new=put.created)
         except CartonFormatError as exc:
             raise _format_error(exc) from exc
+
+    facts: dict[str, _BlobFacts] = {}
+    workers = min(INGEST_WORKERS, len(work)) or 1
+    if workers == 1:
+        for sha in work:
+            facts[sha] = store_one(sha)
+    else:
+        # Largest first, so one big member does not start last and run alone.
+        work.sort(key=lambda sha: -archive.member_size(in_zip[sha][0]))
+        with ThreadPoolExecutor(workers, thread_name_prefix="ingest") as pool:
+            futures = {pool.submit(store_one, sha): sha for sha in work}
+            try:
+                for future in as_completed(futures):
+                    facts[futures[future]] = future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
     if unresolved:
         facts.update(_resolve_missing(ctx, archive, by_sha, unresolved))
     return facts
 
 
 def _verify_member(archive: CartonArchive, path: str, sha: str) -> None:
-    reader = ChecksumReader(archive.open_member(path), sha256=True)
-    reader.drain()
-    if reader.sha256 != sha:
-        raise DigestMismatch(f"{path}: content hashes to {reader.sha256}, but MANIFEST says {sha}")
+    digest = hashlib.sha256()
+    with archive.open_member(path) as reader:
+        while chunk := reader.read(CHUNK):
+            digest.update(chunk)
+    if digest.hexdigest() != sha:
+        raise DigestMismatch(
+            f"{path}: content hashes to {digest.hexdigest()}, but MANIFEST says {sha}"
+        )
 
 
 def _resolve_missing(
