@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from alembic import command
@@ -13,6 +14,8 @@ from registry.db.engine import is_sqlite
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Any fixed 64-bit number: every app server takes the same lock before migrating.
 _MIGRATION_LOCK_ID = 0x6361_7274_6F6E_0001 & 0x7FFF_FFFF_FFFF_FFFF
+# Alembic's `context` is process-global: one migration command at a time per process.
+_ALEMBIC_LOCK = threading.RLock()
 
 
 def alembic_config() -> Config:
@@ -24,7 +27,7 @@ def alembic_config() -> Config:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Migrate under a lock so several servers starting at once migrate once."""
     cfg = alembic_config()
-    with engine.connect() as conn:
+    with _ALEMBIC_LOCK, engine.connect() as conn:
         if not is_sqlite(engine):
             conn.execute(text("SELECT pg_advisory_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
             conn.commit()
@@ -40,7 +43,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 def downgrade(engine: Engine, revision: str) -> None:
     cfg = alembic_config()
-    with engine.connect() as conn:
+    with _ALEMBIC_LOCK, engine.connect() as conn:
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, revision)
         conn.commit()
@@ -49,6 +52,6 @@ def downgrade(engine: Engine, revision: str) -> None:
 def check(engine: Engine) -> None:
     """Raise if the tables in code differ from what the migrations make."""
     cfg = alembic_config()
-    with engine.connect() as conn:
+    with _ALEMBIC_LOCK, engine.connect() as conn:
         cfg.attributes["connection"] = conn
         command.check(cfg)

@@ -53,8 +53,9 @@ def rebuild(src: Path, *, replace: dict[str, bytes] | None = None, drop=(), extr
     return out.getvalue()
 
 
-@pytest.mark.parametrize("carton", [p for p in FIXTURE_CARTONS if "05_links" not in p.name],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "carton", [p for p in FIXTURE_CARTONS if "05_links" not in p.name], ids=lambda p: p.name
+)
 def test_every_fixture_pushes_and_repush_is_idempotent(client, registry_ctx, carton):
     response = push(client, carton)
     assert response.status_code == 201, response.text
@@ -113,7 +114,7 @@ class _BlobServer:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 name = self.path.rsplit("/", 1)[-1]
                 path = blobs / name
                 if not path.is_file():
@@ -245,11 +246,14 @@ def _with_carton_toml(src: Path, toml: bytes) -> bytes:
     with zipfile.ZipFile(src) as z:
         manifest = z.read("MANIFEST").decode()
     lines = [
-        f"carton.toml={hashlib.sha256(toml).hexdigest()}" if line.startswith("carton.toml=")
+        f"carton.toml={hashlib.sha256(toml).hexdigest()}"
+        if line.startswith("carton.toml=")
         else line
         for line in manifest.splitlines()
     ]
-    return rebuild(src, replace={"carton.toml": toml, "MANIFEST": ("\n".join(lines) + "\n").encode()})
+    return rebuild(
+        src, replace={"carton.toml": toml, "MANIFEST": ("\n".join(lines) + "\n").encode()}
+    )
 
 
 def test_invalid_carton_toml(client, registry_ctx):
@@ -295,8 +299,9 @@ def test_concurrent_pushes_share_blobs(client, registry_ctx):
         extra = f"variant {i}\n".encode()
         line = f"model/zz_{i}.txt={hashlib.sha256(extra).hexdigest()}\n".encode()
         lines = sorted([*manifest.splitlines(keepends=True), line])
-        variants.append(rebuild(src, replace={"MANIFEST": b"".join(lines)},
-                                extra={f"model/zz_{i}.txt": extra}))
+        variants.append(
+            rebuild(src, replace={"MANIFEST": b"".join(lines)}, extra={f"model/zz_{i}.txt": extra})
+        )
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda d: push(client, d), variants))
     assert all(r.status_code == 201 for r in results), [r.text for r in results]
