@@ -61,6 +61,7 @@ class Blob(Base):
         *_sha256_checks("sha256"),
         CheckConstraint("size >= 0", name="size_nonnegative"),
         CheckConstraint("crc32 >= 0 AND crc32 <= 4294967295", name="crc32_range"),
+        Index("ix_blobs_size", "size"),
     )
 
     sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -104,7 +105,8 @@ class CartonFile(Base):
     __tablename__ = "carton_files"
     __table_args__ = (
         CheckConstraint("size >= 0", name="size_nonnegative"),
-        Index("ix_carton_files_blob_sha256", "blob_sha256"),
+        # Covers "which cartons use this blob" without touching the table.
+        Index("ix_carton_files_blob_sha256_manifest", "blob_sha256", "manifest_sha256"),
     )
 
     manifest_sha256: Mapped[str] = mapped_column(
@@ -121,12 +123,21 @@ class CartonFile(Base):
 
 class Model(Base):
     __tablename__ = "models"
-    __table_args__ = (CheckConstraint("last_version >= 0", name="last_version_nonnegative"),)
+    __table_args__ = (
+        CheckConstraint("last_version >= 0", name="last_version_nonnegative"),
+        Index("ix_models_updated_at_id", "updated_at", "id"),
+        Index("ix_models_latest_bytes_id", "latest_bytes", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(255), nullable=False, unique=True)
     # Version numbers are never reused: the counter only grows, even after deletes.
     last_version: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    # The listing's view of the highest live version, kept by the services that add or
+    # remove versions, so a page of 100k models is one indexed range scan.
+    latest_version: Mapped[int | None] = mapped_column(Integer)
+    latest_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    search_text: Mapped[str] = mapped_column(Text, nullable=False, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

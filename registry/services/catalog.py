@@ -17,6 +17,7 @@ from registry.db.tables import Blob, Carton, CartonFile, Model, Tag, Version, ut
 from registry.errors import BadRequest, NotFound, PreconditionFailed
 from registry.services.context import RegistryContext
 from registry.services.ingest import validate_model_name, validate_tag_name
+from registry.services.listing import refresh_model_listing
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
@@ -167,27 +168,17 @@ def list_models(
         raise BadRequest(f"invalid sort {sort!r}: one of {', '.join(SORTS)}")
     if not 1 <= limit <= MAX_PAGE:
         raise BadRequest(f"limit must be between 1 and {MAX_PAGE}")
-    latest = (
-        select(Version.model_id, func.max(Version.version).label("version"))
-        .group_by(Version.model_id)
-        .subquery()
-    )
     stmt = (
         select(Model, Version, Carton)
-        .join(latest, latest.c.model_id == Model.id)
-        .join(Version, (Version.model_id == Model.id) & (Version.version == latest.c.version))
+        .join(
+            Version,
+            (Version.model_id == Model.id) & (Version.version == Model.latest_version),
+        )
         .join(Carton, Carton.manifest_sha256 == Version.manifest_sha256)
+        .where(Model.latest_version.is_not(None))
     )
     if q:
-        pattern = _like_pattern(q)
-        stmt = stmt.where(
-            or_(
-                func.lower(Model.name).like(pattern, escape="\\"),
-                func.lower(func.coalesce(Carton.short_description, "")).like(pattern, escape="\\"),
-                func.lower(func.coalesce(Carton.description, "")).like(pattern, escape="\\"),
-                func.lower(func.coalesce(Carton.runner_name, "")).like(pattern, escape="\\"),
-            )
-        )
+        stmt = stmt.where(Model.search_text.like(_like_pattern(q), escape="\\"))
     if sort == "name":
         order = [Model.name.asc()]
         if cursor:
@@ -202,13 +193,13 @@ def list_models(
                 or_(Model.updated_at < when, (Model.updated_at == when) & (Model.id < last_id))
             )
     else:
-        order = [Carton.total_bytes.desc(), Model.id.desc()]
+        order = [Model.latest_bytes.desc(), Model.id.desc()]
         if cursor:
             last_size, last_id = _decode_cursor(cursor)
             stmt = stmt.where(
                 or_(
-                    Carton.total_bytes < last_size,
-                    (Carton.total_bytes == last_size) & (Model.id < last_id),
+                    Model.latest_bytes < last_size,
+                    (Model.latest_bytes == last_size) & (Model.id < last_id),
                 )
             )
     rows = session.execute(stmt.order_by(*order).limit(limit + 1)).all()
@@ -439,8 +430,11 @@ def delete_version(ctx: RegistryContext, name: str, version: int) -> dict[str, A
     with ctx.transaction() as session:
         row = resolve_version(session, name, version)
         manifest = row.manifest_sha256
+        model = row.model
         session.delete(row)
         session.flush()
+        model.updated_at = utcnow()
+        refresh_model_listing(session, model)
         carton_deleted = _delete_carton_if_unreferenced(session, manifest)
         return {
             "model_name": name,

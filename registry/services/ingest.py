@@ -49,6 +49,7 @@ from registry.services.linkfetch import (
     iter_link,
     make_client,
 )
+from registry.services.listing import refresh_model_listing
 from registry.services.streams import CHUNK, ChecksumReader, IteratorReader
 
 # hashlib and zlib release the GIL: one worker per core hashes and writes in parallel.
@@ -501,6 +502,7 @@ def _index(
         )
         session.add(version)
         session.flush()
+        refresh_model_listing(session, model)
         created = True
     if tag is not None:
         existing = session.get(Tag, (model.id, tag))
