@@ -1,0 +1,256 @@
+"""Rebuilt cartons: a manifest hash -> a byte-deterministic Stored zip, slim or full.
+
+Members, in order: ``carton.toml``, ``MANIFEST`` (the exact bytes stored at push,
+never re-serialised), ``LINKS`` (slim form, when something is linked), then every
+other MANIFEST file in MANIFEST order (bytewise sorted). Every member is Stored,
+with its size and CRC-32 taken from the ``blobs`` rows, so the whole zip is laid
+out before a byte is read: exact ``size``, any byte range, constant memory.
+
+- **full**: every MANIFEST file inline, no LINKS.
+- **slim**: ``carton.toml``, ``tensor_data/index.toml`` and every file of at
+  most ``settings.slim_inline_max_bytes`` inline; a ``LINKS`` file maps the
+  sha256 of every other file to ``[f"{settings.public_url}/blobs/{sha256}"]``.
+
+The bytes depend on the manifest, the form and (slim only) ``public_url`` and
+``slim_inline_max_bytes``; the ETag encodes all of them.
+
+Small blobs (the ones a slim carton inlines) are immutable and named by their
+content, so their bytes are kept in a bounded in-process LRU: a carton loader
+reading a slim carton by many ``Range`` requests does not hit the blob store
+for each one. Carton rows are never cached (a deleted version 404s at once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from registry.blobstore.base import BlobStore
+from registry.carton.links import write_links
+from registry.carton.manifest import LINKS_NAME, MANIFEST_NAME, is_sha256, parse_manifest
+from registry.carton.zipwrite import StoredZipLayout, ZipEntry
+from registry.db.tables import Blob, Carton, CartonFile
+from registry.errors import BadRequest, NotFound, RegistryError, StorageUnavailable
+from registry.services.context import RegistryContext
+
+CARTON_TOML = "carton.toml"
+TENSOR_INDEX = "tensor_data/index.toml"
+FORMS = ("slim", "full")
+LAYOUT_VERSION = "1"  # bump when the rebuilt bytes change for the same inputs
+
+# In-process cache of small blobs' bytes (content-addressed, hence always valid).
+SMALL_BLOB_MAX = 64 * 1024
+SMALL_CACHE_MAX_BYTES = 32 * 1024 * 1024
+
+
+class _SmallBlobCache:
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, sha256: str) -> bytes | None:
+        with self._lock:
+            data = self._items.get(sha256)
+            if data is not None:
+                self._items.move_to_end(sha256)
+            return data
+
+    def put(self, sha256: str, data: bytes) -> None:
+        if len(data) > self.max_bytes:
+            return
+        with self._lock:
+            if sha256 in self._items:
+                return
+            self._items[sha256] = data
+            self._bytes += len(data)
+            while self._bytes > self.max_bytes:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= len(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+
+small_blob_cache = _SmallBlobCache(SMALL_CACHE_MAX_BYTES)
+
+
+@dataclass(frozen=True)
+class ExportedCarton:
+    manifest_sha256: str
+    form: str
+    layout: StoredZipLayout
+    etag: str  # quoted, strong
+    filename: str
+    linked: dict[str, int]  # sha256 -> size of every file left out (slim form)
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    def iter_bytes(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        return self.layout.iter_bytes(start, end)
+
+
+def validate_form(form: str) -> str:
+    if form not in FORMS:
+        raise BadRequest(f"invalid form {form!r}: 'slim' or 'full'")
+    return form
+
+
+def carton_etag(ctx: RegistryContext, manifest_sha256: str, form: str) -> str:
+    """The strong ETag of a rebuilt carton: manifest, form, and what else changes its bytes."""
+    if form == "full":
+        return f'"{manifest_sha256}-full-v{LAYOUT_VERSION}"'
+    s = ctx.settings
+    key = f"{LAYOUT_VERSION}\n{s.public_url}\n{s.slim_inline_max_bytes}".encode()
+    return f'"{manifest_sha256}-slim-{hashlib.sha256(key).hexdigest()[:12]}"'
+
+
+_UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def carton_filename(model_name: str | None, manifest_sha256: str, form: str) -> str:
+    stem = _UNSAFE_FILENAME.sub("_", model_name or "").strip("._-")[:80]
+    parts = [p for p in (stem, manifest_sha256[:12], "full" if form == "full" else "") if p]
+    return "-".join(parts) + ".carton"
+
+
+def _bytes_reader(data: bytes) -> Callable[[int, int], Iterator[bytes]]:
+    def read_range(offset: int, length: int) -> Iterator[bytes]:
+        yield data[offset : offset + length]
+
+    return read_range
+
+
+def _blob_reader(blobs: BlobStore, sha256: str, size: int) -> Callable[[int, int], Iterator[bytes]]:
+    if size <= SMALL_BLOB_MAX:
+
+        def read_small(offset: int, length: int) -> Iterator[bytes]:
+            data = small_blob_cache.get(sha256)
+            if data is None:
+                data = blobs.read_bytes(sha256)
+                if len(data) != size:
+                    raise StorageUnavailable(
+                        f"blob {sha256} holds {len(data)} bytes, the index says {size}"
+                    )
+                small_blob_cache.put(sha256, data)
+            yield data[offset : offset + length]
+
+        return read_small
+
+    def read_range(offset: int, length: int) -> Iterator[bytes]:
+        return blobs.iter_chunks(sha256, offset, offset + length)
+
+    return read_range
+
+
+def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim") -> ExportedCarton:
+    """Lay out the rebuilt carton (one DB session, closed on return; no blob bytes read)."""
+    validate_form(form)
+    if not isinstance(manifest_sha256, str) or not is_sha256(manifest_sha256):
+        raise BadRequest(
+            f"invalid manifest hash {manifest_sha256!r}: expected 64 lowercase hex characters"
+        )
+    with ctx.sessions() as session:
+        row = session.execute(
+            select(Carton.manifest, Carton.model_name).where(
+                Carton.manifest_sha256 == manifest_sha256
+            )
+        ).first()
+        if row is None:
+            raise NotFound(f"no carton with manifest hash {manifest_sha256}")
+        raw_manifest, model_name = bytes(row.manifest), row.model_name
+        facts = {
+            r.sha256: (int(r.size), int(r.crc32))
+            for r in session.execute(
+                select(Blob.sha256, Blob.size, Blob.crc32).where(
+                    Blob.sha256.in_(
+                        select(CartonFile.blob_sha256).where(
+                            CartonFile.manifest_sha256 == manifest_sha256
+                        )
+                    )
+                )
+            )
+        }
+
+    manifest = parse_manifest(raw_manifest)
+    reserved = {MANIFEST_NAME, LINKS_NAME} & manifest.paths
+    if reserved:
+        raise RegistryError(
+            f"carton {manifest_sha256} lists {sorted(reserved)} in its MANIFEST; "
+            "it cannot be rebuilt",
+            status=409,
+        )
+    missing = {e.sha256 for e in manifest.entries} - facts.keys()
+    if missing:
+        raise StorageUnavailable(
+            f"carton {manifest_sha256}: no blob row for {len(missing)} file(s), "
+            f"e.g. {sorted(missing)[0]} (run fsck)"
+        )
+
+    threshold = ctx.settings.slim_inline_max_bytes
+    blobs = ctx.blobs
+    files: list[ZipEntry] = []
+    toml_entry: ZipEntry | None = None
+    linked: dict[str, int] = {}
+    for e in manifest.entries:
+        size, crc = facts[e.sha256]
+        inline = form == "full" or e.path in (CARTON_TOML, TENSOR_INDEX) or size <= threshold
+        if not inline:
+            linked[e.sha256] = size
+            continue
+        entry = ZipEntry(e.path, size, crc, _blob_reader(blobs, e.sha256, size))
+        if e.path == CARTON_TOML:
+            toml_entry = entry
+        else:
+            files.append(entry)
+
+    entries: list[ZipEntry] = []
+    if toml_entry is not None:
+        entries.append(toml_entry)
+    entries.append(
+        ZipEntry(
+            MANIFEST_NAME, len(raw_manifest), zlib.crc32(raw_manifest), _bytes_reader(raw_manifest)
+        )
+    )
+    if linked:
+        base = ctx.settings.public_url
+        links = write_links({sha: [f"{base}/blobs/{sha}"] for sha in linked})
+        entries.append(ZipEntry(LINKS_NAME, len(links), zlib.crc32(links), _bytes_reader(links)))
+    entries.extend(files)
+
+    return ExportedCarton(
+        manifest_sha256=manifest_sha256,
+        form=form,
+        layout=StoredZipLayout(entries),
+        etag=carton_etag(ctx, manifest_sha256, form),
+        filename=carton_filename(model_name, manifest_sha256, form),
+        linked=linked,
+    )
+
+
+# --- single blobs (the LINKS target) ----------------------------------------------------
+
+
+def blob_size(ctx: RegistryContext, sha256: str) -> int:
+    """The size of a stored blob: its index row, else the store itself; 404 when absent."""
+    if not isinstance(sha256, str) or not is_sha256(sha256):
+        raise BadRequest(f"invalid sha256 {sha256!r}: expected 64 lowercase hex characters")
+    with ctx.sessions() as session:
+        size = session.scalar(select(Blob.size).where(Blob.sha256 == sha256))
+    if size is None:
+        size = ctx.blobs.stat(sha256)
+    if size is None:
+        raise NotFound(f"blob {sha256} not found")
+    return int(size)
