@@ -1,0 +1,211 @@
+"""push / pull / hydrate / ls / info through the CLI against a live server (both backends)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURE_CARTONS, fixture_carton
+from tests.integration.cli.conftest import (
+    assert_full_and_valid,
+    last_client,
+    make_carton,
+    manifest_hash,
+    member_bytes,
+)
+
+PUSHABLE = [p for p in FIXTURE_CARTONS if "05_links" not in p.name]
+
+
+@pytest.mark.parametrize("carton", PUSHABLE, ids=lambda p: p.name)
+def test_push_prints_manifest_hash_and_repush_uploads_nothing(cli, live_server, carton):
+    expected = manifest_hash(carton)
+    first = cli("push", str(carton), "--url", live_server.url)
+    assert first.code == 0, first.err
+    assert first.last_line == expected
+    assert "deduplicated" in first.out
+    assert "(nothing new)" not in first.out
+    client = last_client()
+    assert client.count("POST", "/api/v1/blobs/missing") == 1
+    assert client.count("POST", "/api/v1/cartons") == 1
+
+    again = cli("push", str(carton), "--url", live_server.url)
+    assert again.code == 0, again.err
+    assert again.last_line == expected
+    client = last_client()
+    assert client.count("PUT") == 0
+    assert "uploaded 0 blob(s)" in again.out
+    assert "(nothing new)" in again.out
+
+
+def test_push_full_sends_the_file_as_is(cli, live_server):
+    carton = fixture_carton("02")
+    run = cli("push", "--full", str(carton), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert run.last_line == manifest_hash(carton)
+    client = last_client()
+    assert client.count("PUT") == 0
+    assert client.bytes_sent == carton.stat().st_size
+
+
+def test_push_after_a_similar_carton_uploads_only_new_blobs(cli, live_server):
+    # 05 is the slim form of 03: pushing 03 first makes 05's linked files known.
+    full, slim = fixture_carton("03"), fixture_carton("05")
+    assert cli("push", str(full), "--url", live_server.url).code == 0
+    run = cli("push", str(slim), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert run.last_line == manifest_hash(slim)
+    assert last_client().count("PUT") == 0
+
+
+def test_push_with_tag_and_model_name(cli, live_server):
+    carton = fixture_carton("02")
+    run = cli("push", str(carton), "--tag", "prod", "--url", live_server.url)
+    assert run.code == 0, run.err
+    info = cli(
+        "info",
+        json.loads(cli("inspect", str(carton)).out)["model_name"] + "@prod",
+        "--url",
+        live_server.url,
+    )
+    assert info.code == 0, info.err
+    data = json.loads(info.out)
+    assert data["manifest_sha256"] == manifest_hash(carton)
+    assert "prod" in data["model"]["tags"]
+
+
+def test_push_non_zip_reports_the_server_error(cli, live_server, tmp_path):
+    bogus = tmp_path / "bogus.carton"
+    bogus.write_bytes(b"this is not a zip file at all\n" * 10)
+    run = cli("push", str(bogus), "--url", live_server.url)
+    assert run.code == 1
+    assert run.err.strip().splitlines()[-1].startswith("error: ")
+    assert "(HTTP 4" in run.err
+    assert "zip" in run.err.lower()
+    assert "could not be read locally" in run.err
+
+
+def test_connection_error_is_clear(cli, tmp_path):
+    run = cli("push", str(fixture_carton("01")), "--url", "http://127.0.0.1:9")
+    assert run.code == 1
+    assert "cannot connect" in run.err
+    assert "127.0.0.1:9" in run.err
+
+
+def test_unknown_reference_is_a_clear_error(cli, live_server):
+    run = cli("pull", "no-such-model", "--url", live_server.url)
+    assert run.code == 1
+    assert "error:" in run.err and "HTTP 404" in run.err
+
+
+def test_ls_and_info(cli, live_server):
+    for carton in PUSHABLE:
+        assert cli("push", str(carton), "--url", live_server.url).code == 0
+    names = {json.loads(cli("inspect", str(c)).out)["model_name"] for c in PUSHABLE} - {None}
+    run = cli("ls", "--url", live_server.url)
+    assert run.code == 0, run.err
+    for name in names:
+        assert name in run.out
+    listing = cli("ls", "--json", "--url", live_server.url)
+    assert {m["name"] for m in json.loads(listing.out)} == names
+
+    name = sorted(names)[0]
+    one = cli("ls", "--q", name, "--json", "--url", live_server.url)
+    assert name in {m["name"] for m in json.loads(one.out)}
+
+    info = cli("info", name, "--url", live_server.url)
+    assert info.code == 0, info.err
+    data = json.loads(info.out)
+    assert data["model"]["name"] == name
+    assert data["versions"][0]["model_name"] == name
+    by_hash = cli("info", data["manifest_sha256"], "--url", live_server.url)
+    assert json.loads(by_hash.out)["manifest_sha256"] == data["manifest_sha256"]
+
+
+def test_ls_paginates(cli, live_server, monkeypatch):
+    from registry import client as client_module
+
+    for carton in PUSHABLE:
+        assert cli("push", str(carton), "--url", live_server.url).code == 0
+    original = client_module.RegistryClient.list_models
+
+    def small_pages(self, q=None, limit=200):
+        return original(self, q, limit=1)
+
+    monkeypatch.setattr(client_module.RegistryClient, "list_models", small_pages)
+    run = cli("ls", "--json", "--url", live_server.url)
+    assert run.code == 0, run.err
+    named = len(PUSHABLE) - 1  # 01 has no model_name
+    assert len(json.loads(run.out)) == named
+    assert last_client().count("GET", "/api/v1/models") in (named, named + 1)
+
+
+# -- pull (needs GET /cartons/{sha}.carton) --------------------------------------------
+
+
+@pytest.mark.parametrize("carton", PUSHABLE, ids=lambda p: p.name)
+def test_pull_full_round_trip(cli, live_server, tmp_path, carton):
+    expected = manifest_hash(carton)
+    assert cli("push", str(carton), "--url", live_server.url).code == 0
+    out = tmp_path / "full.carton"
+    run = cli("pull", expected, "--full", "-o", str(out), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert run.last_line == expected
+    assert_full_and_valid(out, expected)
+    assert member_bytes(out) == member_bytes(carton)
+    assert not list(tmp_path.glob(".*.part"))
+
+
+@pytest.mark.parametrize("carton", PUSHABLE, ids=lambda p: p.name)
+def test_pull_slim_then_hydrate(cli, live_server, tmp_path, carton):
+    expected = manifest_hash(carton)
+    assert cli("push", str(carton), "--url", live_server.url).code == 0
+    slim = tmp_path / "slim.carton"
+    run = cli("pull", expected, "-o", str(slim), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert manifest_hash(slim) == expected
+    full = tmp_path / "hydrated.carton"
+    run = cli("hydrate", str(slim), "-o", str(full))
+    assert run.code == 0, run.err
+    assert run.last_line == expected
+    assert_full_and_valid(full, expected)
+    assert member_bytes(full) == member_bytes(carton)
+
+
+def test_pull_by_every_kind_of_reference(cli, live_server, tmp_path):
+    carton = fixture_carton("02")
+    expected = manifest_hash(carton)
+    name = json.loads(cli("inspect", str(carton)).out)["model_name"]
+    assert cli("push", str(carton), "--tag", "stable", "--url", live_server.url).code == 0
+    for ref in (expected, name, f"{name}:1", f"{name}@stable"):
+        out = tmp_path / f"{len(ref)}.carton"
+        run = cli("pull", ref, "-o", str(out), "--url", live_server.url)
+        assert run.code == 0, (ref, run.err)
+        assert manifest_hash(out) == expected, ref
+
+
+def test_pull_default_output_name(cli, live_server, tmp_path, monkeypatch):
+    carton = fixture_carton("02")
+    assert cli("push", str(carton), "--url", live_server.url).code == 0
+    name = json.loads(cli("inspect", str(carton)).out)["model_name"]
+    monkeypatch.chdir(tmp_path)
+    run = cli("pull", name, "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert manifest_hash(Path(tmp_path / f"{name}.carton")) == manifest_hash(carton)
+
+
+def test_pull_name_alone_prefers_latest_tag_else_highest_version(cli, live_server, tmp_path):
+    a1 = make_carton(tmp_path / "a1.carton", "alpha", {"model/w.bin": b"one"})
+    a2 = make_carton(tmp_path / "a2.carton", "alpha", {"model/w.bin": b"two"})
+    b1 = make_carton(tmp_path / "b1.carton", "beta", {"model/w.bin": b"one"})
+    b2 = make_carton(tmp_path / "b2.carton", "beta", {"model/w.bin": b"two"})
+    assert cli("push", str(a1), "--tag", "latest", "--url", live_server.url).code == 0
+    for c in (a2, b1, b2):
+        assert cli("push", str(c), "--url", live_server.url).code == 0
+    for name, expected in (("alpha", a1), ("beta", b2), ("alpha:2", a2), ("beta:1", b1)):
+        out = tmp_path / "pulled.carton"
+        run = cli("pull", name, "-o", str(out), "--url", live_server.url)
+        assert run.code == 0, run.err
+        assert manifest_hash(out) == manifest_hash(expected), name

@@ -1,0 +1,90 @@
+"""serve's bind safety check and db upgrade."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from registry.cli import main
+
+
+def _clean_env(monkeypatch, tmp_path):
+    for name in (
+        "REGISTRY_AUTH",
+        "REGISTRY_ALLOW_INSECURE_BIND",
+        "REGISTRY_PUBLIC_URL",
+        "REGISTRY_DATABASE_URL",
+        "REGISTRY_BLOB_STORE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("REGISTRY_DATA_DIR", str(tmp_path / "data"))
+
+
+def test_serve_refuses_public_bind_without_auth(monkeypatch, tmp_path, capsys):
+    _clean_env(monkeypatch, tmp_path)
+    started = []
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append((a, k)))
+    assert main(["serve", "--host", "0.0.0.0", "--port", "8999"]) == 2
+    err = capsys.readouterr().err
+    assert "REGISTRY_AUTH" in err and "REGISTRY_ALLOW_INSECURE_BIND" in err
+    assert started == []
+    assert not (tmp_path / "data").exists()
+
+
+def test_serve_public_bind_allowed_with_auth_or_override(monkeypatch, tmp_path):
+    _clean_env(monkeypatch, tmp_path)
+    calls = []
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **k: calls.append(k))
+    monkeypatch.setenv("REGISTRY_ALLOW_INSECURE_BIND", "true")
+    assert main(["serve", "--host", "0.0.0.0", "--port", "8999"]) == 0
+    assert calls[-1]["host"] == "0.0.0.0" and calls[-1]["port"] == 8999
+    assert calls[-1]["proxy_headers"] is True
+    # migrated on start (REGISTRY_MIGRATE_ON_START defaults to true)
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'data' / 'registry.db'}")
+    assert "alembic_version" in sa.inspect(engine).get_table_names()
+    engine.dispose()
+
+
+def test_serve_loopback_defaults_public_url(monkeypatch, tmp_path):
+    _clean_env(monkeypatch, tmp_path)
+    seen = {}
+    import uvicorn
+
+    import registry.app
+
+    real_create_app = registry.app.create_app
+
+    def spy(settings=None, ctx=None):
+        seen["settings"] = settings
+        return real_create_app(settings, ctx)
+
+    monkeypatch.setattr(registry.app, "create_app", spy)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **k: None)
+    assert main(["serve", "--port", "8123"]) == 0
+    assert seen["settings"].public_url == "http://127.0.0.1:8123"
+
+
+def test_db_upgrade_on_a_fresh_database(monkeypatch, tmp_path, capsys):
+    _clean_env(monkeypatch, tmp_path)
+    url = f"sqlite:///{tmp_path / 'fresh' / 'registry.db'}"
+    monkeypatch.setenv("REGISTRY_DATABASE_URL", url)
+    assert main(["db", "upgrade"]) == 0
+    out = capsys.readouterr().out
+    assert "revision" in out
+    engine = sa.create_engine(url)
+    tables = set(sa.inspect(engine).get_table_names())
+    engine.dispose()
+    assert {
+        "alembic_version",
+        "blobs",
+        "cartons",
+        "carton_files",
+        "models",
+        "versions",
+        "tags",
+    } <= tables
+    # idempotent
+    assert main(["db", "upgrade"]) == 0
