@@ -1,7 +1,217 @@
-"""Routes: filled in by the v2 work."""
+"""Triton / KServe v2 routes: thin handlers over registry.services.triton.
+
+Rules tritonclient depends on (spec/clients-observed.md): success is exactly
+200; errors are ``{"error": "..."}``; request Content-Type is ignored (the sync
+client sends none, the aio client sends application/octet-stream with JSON);
+model names arrive percent-encoded UTF-8 and are decoded by the ASGI server.
+"""
 
 from __future__ import annotations
 
+import json
+from functools import partial
 from typing import Any
 
-ROUTES: list[Any] = []
+import anyio
+from litestar import MediaType, Request, Response, get, post
+
+from registry.errors import BadRequest, PayloadTooLarge, StorageUnavailable
+from registry.services import triton
+from registry.services.context import RegistryContext
+
+SMALL_BODY = 1 << 20  # index / unload bodies: a few bytes of JSON
+
+_MODEL = "/v2/models/{name:str}"
+_MODEL_VERSION = "/v2/models/{name:str}/versions/{version:str}"
+
+
+def _paths(suffix: str = "") -> list[str]:
+    return [_MODEL + suffix, _MODEL_VERSION + suffix]
+
+
+async def _read_body(request: Request, max_bytes: int) -> bytes:
+    """The whole body, refused with 413 past ``max_bytes`` (declared or received)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLarge(
+            f"request body of {declared} bytes exceeds the limit of {max_bytes} bytes"
+        )
+    parts: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > max_bytes:
+            raise PayloadTooLarge(f"request body exceeds the limit of {max_bytes} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _empty() -> Response:
+    return Response(content=b"", status_code=200, media_type=MediaType.TEXT)
+
+
+def _json(content: Any) -> Response:
+    return Response(content, status_code=200, media_type=MediaType.JSON)
+
+
+# --- server ---------------------------------------------------------------------------
+
+
+@get("/v2", summary="Triton server metadata", tags=["v2"])
+async def server_metadata() -> Response:
+    return _json(triton.server_metadata())
+
+
+@get("/v2/health/live", summary="Triton liveness (200, empty body)", tags=["v2"])
+async def health_live() -> Response:
+    return _empty()
+
+
+@get("/v2/health/ready", summary="Triton readiness: 200 when the database answers", tags=["v2"])
+async def health_ready(ctx: RegistryContext) -> Response:
+    if not await anyio.to_thread.run_sync(triton.database_ready, ctx):
+        raise StorageUnavailable("database unreachable")
+    return _empty()
+
+
+# --- repository extension -------------------------------------------------------------
+
+
+@post("/v2/repository/index", status_code=200, summary="Every model version", tags=["v2"])
+async def repository_index(request: Request, ctx: RegistryContext) -> Response:
+    raw = await _read_body(request, SMALL_BODY)
+    ready_only = False
+    if raw.strip():
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+        if not isinstance(body, dict):
+            raise BadRequest("request body must be a JSON object")
+        ready = body.get("ready", False)
+        if not isinstance(ready, bool):
+            raise BadRequest('"ready" must be a boolean')
+        ready_only = ready
+    index = await anyio.to_thread.run_sync(
+        partial(triton.repository_index, ctx, ready_only=ready_only)
+    )
+    return _json(index)
+
+
+@post(
+    "/v2/repository/models/{name:str}/load",
+    status_code=200,
+    summary="Load: with config + file:<version>/<path> parameters, store a new version; "
+    "without, re-verify and mark READY",
+    tags=["v2"],
+)
+async def load_model(request: Request, ctx: RegistryContext, name: str) -> Response:
+    triton.check_name(name)
+    raw = await _read_body(request, ctx.settings.max_upload_bytes)
+    params = triton.parse_load_body(raw)
+    del raw
+    result = await anyio.to_thread.run_sync(triton.load_model, ctx, name, params)
+    return _json(result)
+
+
+@post(
+    "/v2/repository/models/{name:str}/unload",
+    status_code=200,
+    summary="Unload: every version UNAVAILABLE (reason 'unloaded'); nothing deleted",
+    tags=["v2"],
+)
+async def unload_model(request: Request, ctx: RegistryContext, name: str) -> Response:
+    triton.check_name(name)
+    params = triton.parse_load_body(await _read_body(request, SMALL_BODY))
+    dependents = params.get("unload_dependents", False)
+    if not isinstance(dependents, bool):
+        raise BadRequest('"unload_dependents" must be a boolean')
+    result = await anyio.to_thread.run_sync(triton.unload_model, ctx, name)
+    return _json(result)
+
+
+# --- models ---------------------------------------------------------------------------
+
+
+@get(_paths(), summary="Model metadata from carton.toml", tags=["v2"])
+async def model_metadata(ctx: RegistryContext, name: str, version: str | None = None) -> Response:
+    number = triton.parse_version(version)
+    return _json(await anyio.to_thread.run_sync(triton.model_metadata, ctx, name, number))
+
+
+@get(_paths("/config"), summary="A Triton-style model config from carton.toml", tags=["v2"])
+async def model_config(ctx: RegistryContext, name: str, version: str | None = None) -> Response:
+    number = triton.parse_version(version)
+    return _json(await anyio.to_thread.run_sync(triton.model_config, ctx, name, number))
+
+
+@get(_paths("/ready"), summary="200 when READY, else 400", tags=["v2"])
+async def model_ready(ctx: RegistryContext, name: str, version: str | None = None) -> Response:
+    number = triton.parse_version(version)
+    ready, reason = await anyio.to_thread.run_sync(triton.model_ready, ctx, name, number)
+    if not ready:
+        raise BadRequest(f"model {name!r} is not ready: {reason}")
+    return _empty()
+
+
+@get(
+    _paths("/self_tests/{index:int}"),
+    summary="A ready-to-POST infer request for self test i (binary; ?format=json for JSON)",
+    tags=["v2"],
+)
+async def self_test_request(
+    ctx: RegistryContext,
+    name: str,
+    index: int,
+    version: str | None = None,
+    format: str = "binary",
+) -> Response:
+    if format not in ("binary", "json"):
+        raise BadRequest(f"invalid format {format!r}: binary or json")
+    number = triton.parse_version(version)
+    body, header_length = await anyio.to_thread.run_sync(
+        partial(triton.self_test_request, ctx, name, number, index, binary=format == "binary")
+    )
+    if header_length is None:
+        return Response(content=body, status_code=200, media_type=MediaType.JSON)
+    return Response(
+        content=body,
+        status_code=200,
+        media_type="application/octet-stream",
+        headers={"Inference-Header-Content-Length": str(header_length)},
+    )
+
+
+@post(
+    _paths("/self_tests/{index:int}/verify"),
+    status_code=200,
+    summary="Compare an infer response (JSON or binary) with the self test's expected_out",
+    tags=["v2"],
+)
+async def verify_self_test(
+    request: Request, ctx: RegistryContext, name: str, index: int, version: str | None = None
+) -> Response:
+    number = triton.parse_version(version)
+    header_length = triton.parse_header_length(
+        request.headers.get("inference-header-content-length")
+    )
+    body = await _read_body(request, ctx.settings.max_upload_bytes)
+    result = await anyio.to_thread.run_sync(
+        triton.verify_self_test, ctx, name, number, index, body, header_length
+    )
+    return _json(result)
+
+
+ROUTES: list[Any] = [
+    server_metadata,
+    health_live,
+    health_ready,
+    repository_index,
+    load_model,
+    unload_model,
+    model_metadata,
+    model_config,
+    model_ready,
+    self_test_request,
+    verify_self_test,
+]
