@@ -12,7 +12,42 @@ from registry.errors import RegistryError
 log = logging.getLogger("registry.http")
 
 
+_NON_PAGE_PREFIXES = ("/api/", "/v2", "/blobs/", "/metrics", "/healthz", "/static/")
+
+
+def wants_html(request: Request) -> bool:
+    """A browser asking for a page: GET/HEAD outside the API paths, preferring text/html."""
+    if request.method not in ("GET", "HEAD"):
+        return False
+    path = request.url.path
+    if path.startswith(_NON_PAGE_PREFIXES) or path == "/api":
+        return False
+    if path.startswith("/cartons/") and path.endswith(".carton"):
+        return False
+    if path.startswith("/models/") and path.endswith(".carton"):
+        return False
+    accept = request.headers.get("accept", "")
+    if "text/html" not in accept:
+        return False
+    try:
+        return request.accept.best_match(["application/json", "text/html"]) == "text/html"
+    except Exception:
+        return False
+
+
 def error_response(request: Request, status: int, message: str) -> Response:
+    if wants_html(request):
+        try:
+            from registry.http.web import render_error_page
+
+            return Response(
+                render_error_page(status, message),
+                status_code=status,
+                media_type="text/html; charset=utf-8",
+                headers={"Cache-Control": "no-store"},
+            )
+        except Exception:  # the page must never hide the error: fall back to JSON
+            log.exception("could not render the HTML error page")
     return Response(
         {"error": message},
         status_code=status,

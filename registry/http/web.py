@@ -1,7 +1,278 @@
-"""Routes: filled in by the web work."""
+"""Server-rendered web pages: listing, model, carton, stats, and HTML error pages.
+
+Templates are rendered with a module-level Jinja2 environment (autoescaping
+on) and returned as ``text/html`` responses, so the pages need nothing from
+the application's template config. ``template_config()`` is exported for an
+app that wants Litestar's own template engine too.
+"""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
-ROUTES: list[Any] = []
+import jinja2
+from litestar import Response, get
+from litestar.datastructures import CacheControlHeader
+from litestar.static_files import create_static_files_router
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from markupsafe import Markup
+
+from registry import __version__
+from registry.errors import NotFound
+from registry.services import webviews
+from registry.services.context import RegistryContext
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+TEMPLATES_DIR = PACKAGE_DIR / "templates"
+STATIC_DIR = PACKAGE_DIR / "static"
+HTML = "text/html; charset=utf-8"
+SORT_LABELS = {"name": "Name", "recent": "Recently pushed", "size": "Size"}
+
+
+# --- formatting ---------------------------------------------------------------------------
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "—"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024 or unit == "PiB":
+            if unit == "B":
+                return f"{int(value)} B"
+            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _parse_time(value: str | datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    when = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def absolute_time(value: str | datetime | None) -> str:
+    when = _parse_time(value)
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if when else "—"
+
+
+def relative_time(value: str | datetime | None) -> str:
+    when = _parse_time(value)
+    if when is None:
+        return "—"
+    seconds = int((datetime.now(UTC) - when).total_seconds())
+    if seconds < 60:
+        return "just now"
+    for size, unit in ((86400 * 365, "year"), (86400 * 30, "month"), (86400, "day"),
+                       (3600, "hour"), (60, "minute")):
+        if seconds >= size:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''} ago"
+    return "just now"  # pragma: no cover
+
+
+def shape_text(shape: Any) -> str:
+    if shape is None:
+        return "—"
+    if isinstance(shape, str):
+        return shape
+    if len(shape) == 0:
+        return "scalar"
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def blob_url(sha256: str) -> str:
+    return f"/blobs/{sha256}"
+
+
+# --- safe Markdown ----------------------------------------------------------------------------
+
+_MISC = "@misc/"
+
+
+def _allowed_link(url: str) -> bool:
+    return url.lower().startswith("https://") or url.startswith(_MISC)
+
+
+@lru_cache(maxsize=1)
+def _markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False})
+    md.validateLink = _allowed_link  # type: ignore[method-assign]
+    return md
+
+
+def render_markdown(text: str | None, misc: dict[str, str]) -> Markup:
+    """Description Markdown as safe HTML.
+
+    Raw HTML is escaped (``html: False``); links and images are kept only for
+    ``https:`` URLs and ``@misc/PATH`` (resolved to ``/blobs/{sha256}`` through
+    the MANIFEST); anything else stays literal text, with no href or src.
+    """
+    if not text:
+        return Markup("")
+    md = _markdown()
+    tokens = md.parse(text)
+    for token in tokens:
+        if token.children:
+            token.children = _sanitize_inline(token.children, misc)
+    return Markup(md.renderer.render(tokens, md.options, {}))
+
+
+def _resolve(url: str, misc: dict[str, str]) -> str | None:
+    if url.lower().startswith("https://"):
+        return url
+    if url.startswith(_MISC):
+        from urllib.parse import unquote
+
+        sha = misc.get(unquote(url[len(_MISC) :]))
+        return blob_url(sha) if sha else None
+    return None
+
+
+def _sanitize_inline(children: list[Token], misc: dict[str, str]) -> list[Token]:
+    out: list[Token] = []
+    for token in children:
+        if token.type == "link_open":
+            target = _resolve(str(token.attrGet("href") or ""), misc)
+            if target is None:
+                token.attrs.pop("href", None)
+            else:
+                token.attrSet("href", target)
+                if target.startswith("https://"):
+                    token.attrSet("rel", "nofollow noopener noreferrer")
+        elif token.type == "image":
+            target = _resolve(str(token.attrGet("src") or ""), misc)
+            if target is None:
+                alt = Token("text", "", 0, content=token.content or "")
+                out.append(alt)
+                continue
+            token.attrSet("src", target)
+        if token.children:
+            token.children = _sanitize_inline(token.children, misc)
+        out.append(token)
+    return out
+
+
+# --- templates --------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        autoescape=jinja2.select_autoescape(["html", "xml"], default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(
+        human_bytes=human_bytes,
+        absolute_time=absolute_time,
+        relative_time=relative_time,
+        shape=shape_text,
+        blob_url=blob_url,
+    )
+    env.globals.update(version=__version__, sort_labels=SORT_LABELS)
+    return env
+
+
+def render(name: str, **context: Any) -> str:
+    context.setdefault("q", "")
+    return environment().get_template(name).render(**context)
+
+
+def page(name: str, status: int = 200, **context: Any) -> Response[str]:
+    return Response(
+        render(name, **context),
+        status_code=status,
+        media_type=HTML,
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
+def render_error_page(status: int, message: str) -> str:
+    """The HTML body of an error page (used by registry.http.errors for browsers)."""
+    titles = {400: "Bad request", 401: "Sign-in required", 403: "Forbidden",
+              404: "Not found", 405: "Method not allowed", 500: "Something went wrong"}
+    return render("error.html", status=status, title=titles.get(status, "Error"), message=message)
+
+
+def template_config() -> Any:
+    """Litestar TemplateConfig over the same directory, for ``Litestar(template_config=...)``."""
+    from litestar.contrib.jinja import JinjaTemplateEngine
+    from litestar.template.config import TemplateConfig
+
+    return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment()))
+
+
+# --- handlers ---------------------------------------------------------------------------
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@get("/", sync_to_thread=True, include_in_schema=False)
+def index_page(
+    ctx: RegistryContext, q: str | None = None, sort: str = "name", cursor: str | None = None
+) -> Response[str]:
+    q = (q or "").strip()
+    data = webviews.listing(ctx, q=q, sort=sort, cursor=cursor or None)
+    return page("index.html", q=q, sort=sort, cursor=cursor or "", **data)
+
+
+@get("/models/{name:str}", sync_to_thread=True, include_in_schema=False)
+def model_page(
+    ctx: RegistryContext, name: str, version: str | None = None
+) -> Response[str]:
+    view = webviews.model_view(ctx, name, webviews.parse_version(version))
+    return _carton_page(ctx, view)
+
+
+@get("/cartons/{ref:str}", sync_to_thread=True, include_in_schema=False)
+def carton_page(ctx: RegistryContext, ref: str) -> Response[str]:
+    if ref.endswith(".carton"):  # downloads are registry.http.downloads' job
+        raise NotFound(f"carton download {ref!r} is served by the download route")
+    if not _SHA256.match(ref):
+        raise NotFound(f"no carton with manifest hash {ref!r}")
+    return _carton_page(ctx, webviews.carton_view(ctx, ref))
+
+
+def _carton_page(ctx: RegistryContext, view: webviews.CartonView) -> Response[str]:
+    sha = view.carton["manifest_sha256"]
+    public_url = ctx.settings.public_url.rstrip("/")
+    return page(
+        "carton.html",
+        view=view,
+        c=view.carton,
+        model=view.model,
+        description=render_markdown(view.carton["description"], view.misc),
+        slim_url=f"/cartons/{sha}.carton",
+        full_url=f"/cartons/{sha}.carton?form=full",
+        snippet=(
+            "import cartonml as carton\n"
+            f'model = await carton.load("{public_url}/cartons/{sha}.carton")'
+        ),
+    )
+
+
+@get("/stats", sync_to_thread=True, include_in_schema=False)
+def stats_page(ctx: RegistryContext) -> Response[str]:
+    return page("stats.html", **webviews.storage_stats(ctx))
+
+
+STATIC_ROUTER = create_static_files_router(
+    path="/static",
+    directories=[STATIC_DIR],
+    include_in_schema=False,
+    cache_control=CacheControlHeader(max_age=3600),
+    name="static",
+)
+
+# ``carton_page`` is not registered here: registry.http.downloads owns ``/cartons/{file}``
+# (Litestar allows one handler per path) and calls ``carton_page.fn`` for page URLs.
+ROUTES: list[Any] = [index_page, model_page, stats_page, STATIC_ROUTER]

@@ -1,0 +1,398 @@
+"""What the web pages show, beyond catalog.py: framework-free, synchronous, few queries.
+
+Every function runs a fixed number of indexed queries whatever the size of
+the index (no N+1): per-file share counts are one GROUP BY over
+``carton_files`` restricted to one carton's blob hashes; the storage
+accounting of ``/stats`` is one aggregate query, limited to the top rows and
+cached until the index changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import case, func, literal, select
+from sqlalchemy.orm import Session, aliased
+
+from registry.carton.tensor_data import INDEX_PATH, parse_tensor_index
+from registry.db.tables import Blob, CartonFile, Model, Version
+from registry.errors import BadRequest
+from registry.services import catalog
+from registry.services.context import RegistryContext
+
+log = logging.getLogger("registry.web")
+
+TOP = 20
+MAX_FILES_SHOWN = 500
+MISC_PREFIX = "@misc/"
+TENSOR_PREFIX = "@tensor_data/"
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".avif")
+_MAGIC = (
+    b"\x89PNG\r\n\x1a\n",
+    b"\xff\xd8\xff",
+    b"GIF87a",
+    b"GIF89a",
+    b"BM",
+)
+MAX_SNIFFS = 16
+
+
+# --- listing --------------------------------------------------------------------------
+
+
+def listing(
+    ctx: RegistryContext,
+    *,
+    q: str | None,
+    sort: str,
+    cursor: str | None,
+    limit: int = catalog.DEFAULT_PAGE,
+) -> dict[str, Any]:
+    """The home page: totals and one page of models."""
+    with ctx.sessions() as session:
+        totals = catalog.stats(session)
+        page = catalog.list_models(session, q=q or None, sort=sort, limit=limit, cursor=cursor)
+    return {"totals": _with_saved(totals), "items": page.items, "next_cursor": page.next_cursor}
+
+
+def _with_saved(totals: dict[str, Any]) -> dict[str, Any]:
+    logical, stored = totals["logical_bytes"], totals["stored_bytes"]
+    saved = max(logical - stored, 0)
+    return {
+        **totals,
+        "saved_bytes": saved,
+        "saved_percent": (100.0 * saved / logical) if logical else 0.0,
+    }
+
+
+# --- model and carton pages ------------------------------------------------------------
+
+
+@dataclass
+class CartonView:
+    """Everything the carton detail template needs."""
+
+    carton: dict[str, Any]
+    files: list[dict[str, Any]]
+    files_total: int
+    misc: dict[str, str]  # misc path (after "misc/") -> blob sha256
+    self_tests: list[dict[str, Any]]
+    examples: list[dict[str, Any]]
+    model: dict[str, Any] | None = None
+    selected_version: int | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+def model_view(ctx: RegistryContext, name: str, version: int | None = None) -> CartonView:
+    with ctx.sessions() as session:
+        if version is None:
+            row = catalog.resolve_latest(session, name)
+        else:
+            row = catalog.resolve_version(session, name, version)
+        model = catalog.model_json(session, catalog.get_model_row(session, name))
+        view = _carton_view(ctx, session, row.manifest_sha256)
+    view.model = model
+    view.selected_version = row.version
+    view.tags = sorted(t for t, v in model["tags"].items() if v["version"] == row.version)
+    return view
+
+
+def carton_view(ctx: RegistryContext, manifest_sha256: str) -> CartonView:
+    with ctx.sessions() as session:
+        return _carton_view(ctx, session, manifest_sha256)
+
+
+def _carton_view(ctx: RegistryContext, session: Session, manifest_sha256: str) -> CartonView:
+    carton = catalog.carton_json(session, catalog.get_carton_row(session, manifest_sha256))
+    files = carton["files"]
+    shares = file_share_counts(session, manifest_sha256)
+    by_path = {f["path"]: f["sha256"] for f in files}
+    misc = {p[len("misc/") :]: sha for p, sha in by_path.items() if p.startswith("misc/")}
+    tensors = _tensor_index(ctx, by_path.get(INDEX_PATH))
+    sniffer = _ImageSniffer(ctx)
+
+    def describe(refs: dict[str, str] | None) -> list[dict[str, Any]]:
+        out = []
+        for key, ref in (refs or {}).items():
+            item: dict[str, Any] = {"name": key, "ref": ref}
+            if isinstance(ref, str) and ref.startswith(MISC_PREFIX):
+                path = ref[len(MISC_PREFIX) :]
+                sha = misc.get(path)
+                item["kind"] = "misc"
+                item["sha256"] = sha
+                item["is_image"] = bool(sha) and sniffer.is_image(path, sha)
+            elif isinstance(ref, str) and ref.startswith(TENSOR_PREFIX):
+                entry = tensors.get(ref[len(TENSOR_PREFIX) :])
+                item["kind"] = "tensor"
+                if entry is not None:
+                    item["dtype"] = entry.dtype
+                    item["shape"] = list(entry.shape) if entry.shape is not None else None
+                    item["inner"] = list(entry.inner)
+            else:
+                item["kind"] = "other"
+            out.append(item)
+        return out
+
+    self_tests = [
+        {**t, "inputs": describe(t["inputs"]), "expected_out": describe(t["expected_out"])}
+        for t in carton["self_tests"]
+    ]
+    examples = [
+        {**e, "inputs": describe(e["inputs"]), "sample_out": describe(e["sample_out"])}
+        for e in carton["examples"]
+    ]
+    shown = [
+        {**f, "shared_with": shares.get(f["sha256"], 0)} for f in files[:MAX_FILES_SHOWN]
+    ]
+    return CartonView(
+        carton=carton,
+        files=shown,
+        files_total=len(files),
+        misc=misc,
+        self_tests=self_tests,
+        examples=examples,
+    )
+
+
+def file_share_counts(session: Session, manifest_sha256: str) -> dict[str, int]:
+    """blob sha256 -> how many OTHER cartons hold it; one grouped, index-driven query."""
+    mine = aliased(CartonFile)
+    other = aliased(CartonFile)
+    rows = session.execute(
+        select(other.blob_sha256, func.count(func.distinct(other.manifest_sha256)))
+        .where(
+            other.blob_sha256.in_(
+                select(mine.blob_sha256).where(mine.manifest_sha256 == manifest_sha256)
+            ),
+            other.manifest_sha256 != manifest_sha256,
+        )
+        .group_by(other.blob_sha256)
+    ).all()
+    return {sha: int(n) for sha, n in rows}
+
+
+def _tensor_index(ctx: RegistryContext, sha256: str | None) -> dict[str, Any]:
+    if sha256 is None:
+        return {}
+    try:
+        raw = b"".join(ctx.blobs.iter_chunks(sha256))
+        return {e.name: e for e in parse_tensor_index(raw)}
+    except Exception:  # a page never fails because of an unreadable index: just no summary
+        return {}
+
+
+class _ImageSniffer:
+    """Is a misc file an image? By extension, else by its first bytes (bounded reads)."""
+
+    def __init__(self, ctx: RegistryContext) -> None:
+        self.ctx = ctx
+        self.cache: dict[str, bool] = {}
+        self.reads = 0
+
+    def is_image(self, path: str, sha256: str) -> bool:
+        if path.lower().endswith(IMAGE_EXTENSIONS):
+            return True
+        if "." in path.rsplit("/", 1)[-1]:
+            return False
+        if sha256 not in self.cache:
+            if self.reads >= MAX_SNIFFS:
+                return False
+            self.reads += 1
+            try:
+                head = self.ctx.blobs.read_bytes(sha256, 0, 16)
+            except Exception:
+                head = b""
+            self.cache[sha256] = head.startswith(_MAGIC) or (
+                head[:4] == b"RIFF" and head[8:12] == b"WEBP"
+            )
+        return self.cache[sha256]
+
+
+# --- stats -----------------------------------------------------------------------------
+
+
+STATS_WAIT_SECONDS = 2.0
+
+
+@dataclass
+class _StatsCache:
+    """The heavy part of /stats for one RegistryContext, refreshed in the background."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    fingerprint: tuple[Any, ...] | None = None
+    heavy: dict[str, Any] | None = None
+    computed_at: datetime | None = None
+    running: tuple[tuple[Any, ...], threading.Event] | None = None
+
+
+def _stats_cache(ctx: RegistryContext) -> _StatsCache:
+    cache = getattr(ctx, "_web_stats_cache", None)
+    if cache is None:
+        cache = _StatsCache()
+        ctx._web_stats_cache = cache  # type: ignore[attr-defined]
+    return cache
+
+
+def _refresh(ctx: RegistryContext, cache: _StatsCache, fingerprint: tuple[Any, ...]) -> None:
+    try:
+        with ctx.sessions() as session:
+            heavy = {"largest_blobs": largest_blobs(session), **model_storage(session)}
+        with cache.lock:
+            cache.fingerprint, cache.heavy = fingerprint, heavy
+            cache.computed_at = datetime.now(UTC)
+    except Exception:
+        log.exception("computing the storage statistics failed")
+    finally:
+        with cache.lock:
+            done = cache.running
+            cache.running = None
+        if done is not None:
+            done[1].set()
+
+
+def storage_stats(ctx: RegistryContext, wait: float = STATS_WAIT_SECONDS) -> dict[str, Any]:
+    """/stats: totals, top sharing models, largest blobs, exclusive bytes per model.
+
+    The per-model aggregate reads every carton_files row, so it is computed in a
+    background thread and kept until the index changes (fingerprint: the totals
+    and the versions count and max id). A request waits for a refresh at most
+    ``wait`` seconds, then shows the previous result (``stale``) or none yet
+    (``pending``): the page stays fast on a big index.
+    """
+    with ctx.sessions() as session:
+        totals = _with_saved(catalog.stats(session))
+        n_versions, max_version_id = session.execute(
+            select(func.count(), func.coalesce(func.max(Version.id), 0)).select_from(Version)
+        ).one()
+    fingerprint = (
+        totals["models"], totals["cartons"], totals["blobs"], totals["logical_bytes"],
+        totals["stored_bytes"], int(n_versions), int(max_version_id),
+    )
+    cache = _stats_cache(ctx)
+    with cache.lock:
+        fresh = cache.fingerprint == fingerprint and cache.heavy is not None
+        event = None
+        if not fresh:
+            if cache.running is None:  # one refresh at a time; a later request starts the next
+                cache.running = (fingerprint, threading.Event())
+                threading.Thread(
+                    target=_refresh, args=(ctx, cache, fingerprint), daemon=True, name="web-stats"
+                ).start()
+            event = cache.running[1]
+    if event is not None:
+        event.wait(wait)
+    with cache.lock:
+        heavy, computed_at = cache.heavy, cache.computed_at
+        stale = cache.fingerprint != fingerprint
+    empty: dict[str, Any] = {"largest_blobs": [], "top_sharing": [], "exclusive": []}
+    return {
+        "totals": totals,
+        **(heavy or empty),
+        "pending": heavy is None,
+        "stale": heavy is not None and stale,
+        "computed_at": computed_at,
+    }
+
+
+def largest_blobs(session: Session, limit: int = TOP) -> list[dict[str, Any]]:
+    """The biggest blobs and how many cartons use each (two queries, the second on <= 20)."""
+    blobs = session.execute(
+        select(Blob.sha256, Blob.size).order_by(Blob.size.desc(), Blob.sha256).limit(limit)
+    ).all()
+    if not blobs:
+        return []
+    used = dict(
+        session.execute(
+            select(CartonFile.blob_sha256, func.count(func.distinct(CartonFile.manifest_sha256)))
+            .where(CartonFile.blob_sha256.in_([b.sha256 for b in blobs]))
+            .group_by(CartonFile.blob_sha256)
+        ).all()
+    )
+    return [
+        {"sha256": sha, "size": int(size), "cartons": int(used.get(sha, 0))} for sha, size in blobs
+    ]
+
+
+def model_storage(session: Session, limit: int = TOP) -> dict[str, list[dict[str, Any]]]:
+    """Per model: bytes shared with other owners, and exclusive bytes (freed by deleting it).
+
+    An owner is a model; cartons that no version references (unnamed pushes) count
+    as one more owner, so a blob they also hold is never called exclusive.
+    One aggregate query; only the top ``limit`` by each measure come back.
+    """
+    owner = func.coalesce(Version.model_id, literal(-1))
+    owned = (
+        select(owner.label("owner"), CartonFile.blob_sha256.label("sha"))
+        .select_from(CartonFile)
+        .outerjoin(Version, Version.manifest_sha256 == CartonFile.manifest_sha256)
+        .distinct()
+        .cte("owned")
+    )
+    owners = (
+        select(owned.c.sha, func.count().label("n"))
+        .group_by(owned.c.sha)
+        .cte("owners")
+    )
+    exclusive = func.sum(case((owners.c.n == 1, Blob.size), else_=0))
+    shared = func.sum(case((owners.c.n > 1, Blob.size), else_=0))
+    per_model = (
+        select(
+            owned.c.owner.label("model_id"),
+            exclusive.label("exclusive"),
+            shared.label("shared"),
+            func.sum(Blob.size).label("total"),
+        )
+        .select_from(owned)
+        .join(owners, owners.c.sha == owned.c.sha)
+        .join(Blob, Blob.sha256 == owned.c.sha)
+        .where(owned.c.owner != -1)
+        .group_by(owned.c.owner)
+        .cte("per_model")
+    )
+    ranked = select(
+        per_model,
+        func.row_number().over(order_by=(per_model.c.shared.desc(), per_model.c.model_id)).label(
+            "rank_shared"
+        ),
+        func.row_number()
+        .over(order_by=(per_model.c.exclusive.desc(), per_model.c.model_id))
+        .label("rank_exclusive"),
+    ).subquery()
+    rows = session.execute(
+        select(ranked, Model.name)
+        .join(Model, Model.id == ranked.c.model_id)
+        .where((ranked.c.rank_shared <= limit) | (ranked.c.rank_exclusive <= limit))
+    ).all()
+    items = [
+        {
+            "name": r.name,
+            "exclusive": int(r.exclusive or 0),
+            "shared": int(r.shared or 0),
+            "total": int(r.total or 0),
+            "rank_shared": int(r.rank_shared),
+            "rank_exclusive": int(r.rank_exclusive),
+        }
+        for r in rows
+    ]
+    return {
+        "top_sharing": sorted(
+            (i for i in items if i["rank_shared"] <= limit and i["shared"] > 0),
+            key=lambda i: i["rank_shared"],
+        ),
+        "exclusive": sorted(
+            (i for i in items if i["rank_exclusive"] <= limit), key=lambda i: i["rank_exclusive"]
+        ),
+    }
+
+
+def parse_version(value: str | None) -> int | None:
+    if value is None or value == "":
+        return None
+    if not value.isdigit():
+        raise BadRequest(f"invalid version {value!r}: expected a positive integer")
+    return int(value)
+
