@@ -43,7 +43,7 @@ def error_response(request: Request, status: int, message: str) -> Response:
             return Response(
                 render_error_page(status, message),
                 status_code=status,
-                media_type="text/html; charset=utf-8",
+                media_type=MediaType.HTML,
                 headers={"Cache-Control": "no-store"},
             )
         except Exception:  # the page must never hide the error: fall back to JSON

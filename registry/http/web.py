@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from litestar import Response, get
+from litestar import MediaType, Response, get
 from litestar.datastructures import CacheControlHeader
 from litestar.static_files import create_static_files_router
 from markdown_it import MarkdownIt
@@ -30,7 +30,7 @@ from registry.services.context import RegistryContext
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
 STATIC_DIR = PACKAGE_DIR / "static"
-HTML = "text/html; charset=utf-8"
+HTML = MediaType.HTML  # Litestar appends "; charset=utf-8" itself
 SORT_LABELS = {"name": "Name", "recent": "Recently pushed", "size": "Size"}
 
 
