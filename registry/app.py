@@ -23,9 +23,16 @@ log = logging.getLogger("registry")
 
 def route_handlers() -> list:  # type: ignore[type-arg]
     """Every route module exports ROUTES; the order here is the order of precedence."""
-    from registry.http import downloads, v2, web
+    from registry.http import downloads, metrics, v2, web
 
-    return [ApiController, healthz, *downloads.ROUTES, *v2.ROUTES, *web.ROUTES]
+    return [
+        ApiController,
+        healthz,
+        *metrics.ROUTES,
+        *downloads.ROUTES,
+        *v2.ROUTES,
+        *web.ROUTES,
+    ]
 
 
 def create_app(settings: Settings | None = None, ctx: RegistryContext | None = None) -> Litestar:
@@ -43,6 +50,9 @@ def create_app(settings: Settings | None = None, ctx: RegistryContext | None = N
         on_shutdown=shutdown,
         request_max_body_size=None,
         middleware=middleware(),
+        # Logging is the process's business (serve configures it), not the app's: Litestar's
+        # default would bind a handler to whatever sys.stderr is at creation.
+        logging_config=None,
         openapi_config=OpenAPIConfig(
             title="Carton Registry", version=__version__, path="/api/openapi"
         ),

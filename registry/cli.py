@@ -13,6 +13,7 @@ import argparse
 import importlib
 import ipaddress
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -268,6 +269,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from registry.app import create_app
 
+    # One JSON line per request on stderr (registry.access); errors with tracebacks.
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     app = create_app(settings)  # migrates under a lock unless REGISTRY_MIGRATE_ON_START=false
     err(f"carton registry on http://{args.host}:{args.port} (public URL {settings.public_url})")
     uvicorn.run(
@@ -277,6 +280,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         proxy_headers=True,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
         log_level=args.log_level,
+        access_log=False,  # the registry.access JSON lines replace uvicorn's
+        log_config=None,
     )
     return 0
 

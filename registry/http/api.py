@@ -10,7 +10,7 @@ import anyio.from_thread
 from litestar import Controller, Request, Response, delete, get, post, put
 
 from registry.errors import BadRequest
-from registry.http.deps import spool_request
+from registry.http.deps import spooled_request
 from registry.services import blobs as blob_service
 from registry.services import catalog
 from registry.services.context import RegistryContext
@@ -42,13 +42,10 @@ class ApiController(Controller):
         model: str | None = None,
         tag: str | None = None,
     ) -> Response:
-        path = await spool_request(request, ctx, ctx.settings.max_upload_bytes)
-        try:
+        async with spooled_request(request, ctx, ctx.settings.max_upload_bytes) as path:
             result = await anyio.to_thread.run_sync(
                 partial(ingest_file, ctx, path, model_name=model, tag=tag)
             )
-        finally:
-            path.unlink(missing_ok=True)
         return Response(result.as_json(), status_code=201 if result.created else 200)
 
     @post("/blobs/missing", status_code=200, summary="Which of these blobs are not stored?")

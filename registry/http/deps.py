@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -15,6 +18,20 @@ from registry.services.context import RegistryContext
 
 def provide_ctx(state: State) -> RegistryContext:
     return state.ctx  # type: ignore[no-any-return]
+
+
+@asynccontextmanager
+async def spooled_request(
+    request: Request, ctx: RegistryContext, max_bytes: int
+) -> AsyncIterator[Path]:
+    """The body in a temp file, flock-ed while in use (GC skips locked spool files)."""
+    path = await spool_request(request, ctx, max_bytes)
+    try:
+        with open(path, "rb") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+            yield path
+    finally:
+        path.unlink(missing_ok=True)
 
 
 async def spool_request(request: Request, ctx: RegistryContext, max_bytes: int) -> Path:
@@ -31,6 +48,7 @@ async def spool_request(request: Request, ctx: RegistryContext, max_bytes: int) 
     total = 0
     try:
         with open(fd, "wb", buffering=0) as out:
+            fcntl.flock(out.fileno(), fcntl.LOCK_SH)
             pending: list[bytes] = []
             pending_size = 0
             async for chunk in request.stream():

@@ -12,6 +12,7 @@ from registry.db.queries import insert_ignore
 from registry.db.tables import Blob
 from registry.errors import BadRequest, PayloadTooLarge
 from registry.services.context import RegistryContext
+from registry.services.leases import Lease, lock_blobs_shared
 from registry.services.streams import ChecksumReader
 
 MAX_MISSING_QUERY = 100_000
@@ -55,11 +56,17 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: BinaryIO) -> dict[str, A
     if not is_sha256(sha256):
         raise BadRequest(f"invalid sha256 {sha256!r}: expected 64 lowercase hex characters")
     reader = ChecksumReader(_Limited(stream, ctx.settings.max_upload_bytes))  # type: ignore[arg-type]
-    result = ctx.blobs.put(sha256, reader)  # type: ignore[arg-type]
-    with ctx.transaction() as session:
-        insert_ignore(
-            session,
-            Blob.__table__,  # type: ignore[arg-type]
-            [{"sha256": sha256, "size": reader.size, "crc32": reader.crc32}],
-        )
+    # Leased like a push: a GC between the write and the row must not take the bytes.
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        with ctx.transaction() as session:
+            lock_blobs_shared(session)
+            lease.add(session, [sha256])
+        result = ctx.blobs.put(sha256, reader)  # type: ignore[arg-type]
+        with ctx.transaction() as session:
+            insert_ignore(
+                session,
+                Blob.__table__,  # type: ignore[arg-type]
+                [{"sha256": sha256, "size": reader.size, "crc32": reader.crc32}],
+            )
+            lease.release(session)
     return {"sha256": sha256, "size": reader.size, "created": result.created}

@@ -10,11 +10,12 @@ grace period.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,6 +53,8 @@ from registry.services.linkfetch import (
 from registry.services.listing import refresh_model_listing
 from registry.services.streams import CHUNK, ChecksumReader, IteratorReader
 
+log = logging.getLogger("registry.ingest")
+
 # hashlib and zlib release the GIL: one worker per core hashes and writes in parallel.
 INGEST_WORKERS = max(1, min(4, os.cpu_count() or 1))
 CARTON_TOML = "carton.toml"
@@ -76,6 +79,10 @@ def validate_tag_name(tag: str) -> str:
             "or digit, at most 128 characters"
         )
     return tag
+
+
+OBSERVERS: list[Callable[[PushResult], None]] = []
+"""Called after every successful push; ``registry.http.metrics`` adds one."""
 
 
 @dataclass
@@ -142,6 +149,11 @@ def ingest_file(
     with archive:
         result = _ingest_archive(ctx, archive, model_name=model_name, tag=tag)
     result.seconds = time.monotonic() - started
+    for observer in list(OBSERVERS):
+        try:
+            observer(result)
+        except Exception:  # metrics never fail a push
+            log.exception("push observer failed")
     return result
 
 

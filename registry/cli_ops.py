@@ -1,0 +1,273 @@
+"""Operator commands: ``gc``, ``fsck`` and ``token``.
+
+``registry/cli.py`` calls ``add_commands(subparsers)``; every subcommand sets
+``func`` to a callable ``(args) -> int`` (the exit status). They work on the
+database and blob store directly (``Settings.from_env()``), not through a
+server, so they run next to the servers with the same ``REGISTRY_*`` variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from registry.errors import RegistryError
+from registry.settings import Settings, parse_duration
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _open_ctx() -> Any:
+    from registry.services.context import RegistryContext
+
+    return RegistryContext.open(Settings.from_env())
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from registry.services.gc import GcBusy, collect_garbage
+
+    ctx = _open_ctx()
+    try:
+        grace = args.grace if args.grace is not None else ctx.settings.gc_grace
+        try:
+            report = collect_garbage(ctx, grace, dry_run=args.dry_run)
+        except GcBusy as exc:
+            return _fail(exc.message, 75)
+        except RegistryError as exc:
+            return _fail(exc.message)
+    finally:
+        ctx.close()
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2))
+        return 0
+    verb = "would delete" if args.dry_run else "deleted"
+    for sha in report.deleted if args.verbose or args.dry_run else ():
+        print(f"{verb} {sha}")
+    print(
+        f"gc{' (dry run)' if args.dry_run else ''}: {verb} {report.blobs_deleted} blobs, "
+        f"{'would free' if args.dry_run else 'freed'} {report.bytes_freed} bytes "
+        f"({_human(report.bytes_freed)}); {report.candidates} candidates older than "
+        f"{grace:g}s, {report.skipped_leased} kept for pushes in progress, "
+        f"{report.temp_removed} stale temp files, {report.leases_expired} expired leases; "
+        f"{report.duration:.2f}s"
+    )
+    return 0
+
+
+def cmd_fsck(args: argparse.Namespace) -> int:
+    from registry.services.fsck import check_integrity
+
+    ctx = _open_ctx()
+    try:
+        try:
+            report = check_integrity(
+                ctx, verify_hashes=args.verify_hashes or args.sample is not None, sample=args.sample
+            )
+        except RegistryError as exc:
+            return _fail(exc.message, 2)
+    finally:
+        ctx.close()
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2))
+        return 0 if report.ok else 1
+    for sha in report.missing:
+        print(f"missing blob {sha}")
+    for sha in report.wrong_size:
+        print(f"wrong-size blob {sha}")
+    for sha in report.corrupt:
+        print(f"corrupt blob {sha}")
+    for sha in report.orphans:
+        print(f"orphan blob {sha} (unreferenced; collected by gc after its grace period)")
+    for manifest in report.affected_cartons:
+        print(f"affected carton {manifest} (its versions are now UNAVAILABLE)")
+    hashed = (
+        f", {report.blobs_hashed} hashed ({_human(report.bytes_hashed)})"
+        if report.blobs_hashed
+        else ""
+    )
+    print(
+        f"fsck: {'ok' if report.ok else 'PROBLEMS FOUND'}: {report.blobs_checked} blobs checked"
+        f"{hashed}; {len(report.missing)} missing, {len(report.wrong_size)} wrong size, "
+        f"{len(report.corrupt)} corrupt, {len(report.orphans)} orphans, "
+        f"{len(report.affected_cartons)} cartons affected"
+    )
+    return 0 if report.ok else 1
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    from registry.services.auth import create_token
+
+    ctx = _open_ctx()
+    try:
+        try:
+            token, info = create_token(ctx, args.name, args.scope)
+        except RegistryError as exc:
+            return _fail(exc.message)
+    finally:
+        ctx.close()
+    if args.json:
+        print(
+            json.dumps(
+                {"token": token, "name": info.name, "scopes": list(info.scopes), "id": info.id}
+            )
+        )
+        return 0
+    print(
+        f"created token {info.id} {info.name!r} with scopes {', '.join(info.scopes)}; "
+        "it is shown once, store it now:",
+        file=sys.stderr,
+    )
+    print(token)
+    return 0
+
+
+def cmd_token_list(args: argparse.Namespace) -> int:
+    from registry.services.auth import list_tokens
+
+    ctx = _open_ctx()
+    try:
+        tokens = list_tokens(ctx, include_revoked=args.all)
+    finally:
+        ctx.close()
+    if args.json:
+        print(json.dumps([t.as_json() for t in tokens], indent=2))
+        return 0
+    print(f"{'ID':>4}  {'NAME':<24} {'SCOPE':<7} {'CREATED':<20} {'LAST USED':<20} REVOKED")
+    for t in tokens:
+
+        def when(value: Any) -> str:
+            return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
+
+        print(
+            f"{t.id:>4}  {t.name:<24} {t.scope or '-':<7} {when(t.created_at):<20} "
+            f"{when(t.last_used_at):<20} {when(t.revoked_at)}"
+        )
+    return 0
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    from registry.services.auth import revoke_token
+
+    ctx = _open_ctx()
+    try:
+        try:
+            revoked = revoke_token(ctx, args.id_or_name)
+        except RegistryError as exc:
+            return _fail(exc.message)
+    finally:
+        ctx.close()
+    for t in revoked:
+        print(f"revoked token {t.id} {t.name!r}")
+    return 0
+
+
+def add_commands(subparsers: Any) -> None:
+    """Add ``gc``, ``fsck`` and ``token`` to the ``carton-registry`` subcommands."""
+    gc = subparsers.add_parser(
+        "gc",
+        help="delete unreferenced blobs older than the grace period (online)",
+        description=(
+            "Mark and sweep while the registry serves: blobs no carton references and "
+            "older than --grace are deleted, except those held by pushes in progress; "
+            "stale temp files go too. One GC at a time."
+        ),
+    )
+    gc.add_argument(
+        "--grace",
+        type=_duration,
+        default=None,
+        help="keep unreferenced blobs younger than this (0s, 90s, 30m, 1h, 7d; "
+        "default REGISTRY_GC_GRACE or 1h)",
+    )
+    gc.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
+    gc.add_argument("--json", action="store_true", help="print the report as JSON")
+    gc.add_argument("-v", "--verbose", action="store_true", help="list every deleted blob")
+    gc.set_defaults(func=cmd_gc)
+
+    fsck = subparsers.add_parser(
+        "fsck",
+        help="check that every blob the index names is stored intact",
+        description=(
+            "Every blob the database names must be in the store with its size; with "
+            "--verify-hashes its sha256 is recomputed. Versions of affected cartons are "
+            "marked UNAVAILABLE. Exit status 1 when anything is missing, wrong or corrupt."
+        ),
+    )
+    fsck.add_argument("--verify-hashes", action="store_true", help="recompute every sha256")
+    fsck.add_argument(
+        "--sample",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="recompute the sha256 of N random blobs (implies --verify-hashes)",
+    )
+    fsck.add_argument("--json", action="store_true", help="print the report as JSON")
+    fsck.set_defaults(func=cmd_fsck)
+
+    token = subparsers.add_parser("token", help="create, list and revoke API tokens")
+    token_sub = token.add_subparsers(dest="token_command", metavar="{create,list,revoke}")
+    token_sub.required = True
+    create = token_sub.add_parser(
+        "create", help="create a token (printed once, alone on the last line)"
+    )
+    create.add_argument(
+        "--scope",
+        required=True,
+        choices=["pull", "push", "delete", "admin"],
+        help="pull ⊂ push ⊂ delete ⊂ admin",
+    )
+    create.add_argument("--name", default=None, help="a unique name (default: <scope>-<id>)")
+    create.add_argument(
+        "--json", action="store_true", help="print {token, name, scopes, id} as JSON"
+    )
+    create.set_defaults(func=cmd_token_create)
+    listing = token_sub.add_parser("list", help="list tokens (never their values)")
+    listing.add_argument("--all", action="store_true", help="include revoked tokens")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(func=cmd_token_list)
+    revoke = token_sub.add_parser("revoke", help="revoke a token by id or name")
+    revoke.add_argument("id_or_name", metavar="ID|NAME")
+    revoke.set_defaults(func=cmd_token_revoke)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the operator commands alone (``python -m registry.cli_ops``), e.g. before cli.py."""
+    parser = argparse.ArgumentParser(prog="carton-registry")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_commands(subparsers)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""Prometheus metrics: the collectors, helpers the services call, and ``GET /metrics``.
+
+All collectors live in ``REGISTRY`` (one per process, not the global default,
+so importing this module twice in tests never registers a name twice). Add
+``*metrics.ROUTES`` to the app's route handlers to serve them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Response, get
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import (
+    GCCollector as _PyGCCollector,
+)
+from prometheus_client import (
+    PlatformCollector as _PlatformCollector,
+)
+from prometheus_client import (
+    ProcessCollector as _ProcessCollector,
+)
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+_ProcessCollector(registry=REGISTRY)
+_PlatformCollector(registry=REGISTRY)
+_PyGCCollector(registry=REGISTRY)
+
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
+
+HTTP_REQUESTS = Counter(
+    "registry_http_requests",
+    "HTTP requests answered, by method, route template and status",
+    ["method", "route", "status"],
+    registry=REGISTRY,
+)
+HTTP_DURATION = Histogram(
+    "registry_http_request_duration_seconds",
+    "Time from request start to the last response byte, by method and route template",
+    ["method", "route"],
+    buckets=_DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+HTTP_BYTES_IN = Counter(
+    "registry_http_received_bytes",
+    "Request body bytes received, by method and route template",
+    ["method", "route"],
+    registry=REGISTRY,
+)
+HTTP_BYTES_OUT = Counter(
+    "registry_http_sent_bytes",
+    "Response body bytes sent, by method and route template",
+    ["method", "route"],
+    registry=REGISTRY,
+)
+
+PUSHES = Counter(
+    "registry_pushes",
+    "Cartons pushed, by outcome (created: new carton or version; existing: idempotent re-push)",
+    ["outcome"],
+    registry=REGISTRY,
+)
+PUSH_BYTES = Counter(
+    "registry_push_bytes",
+    "Logical bytes of pushed cartons, by kind (new: written to the store; deduplicated)",
+    ["kind"],
+    registry=REGISTRY,
+)
+INGEST_DURATION = Histogram(
+    "registry_ingest_duration_seconds",
+    "Time to verify, store and index one pushed carton (after the upload was spooled)",
+    buckets=_DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+
+GC_RUNS = Counter(
+    "registry_gc_runs", "Garbage collections, by outcome", ["outcome"], registry=REGISTRY
+)
+GC_BLOBS_DELETED = Counter(
+    "registry_gc_blobs_deleted", "Blobs deleted by garbage collection", registry=REGISTRY
+)
+GC_BYTES_FREED = Counter(
+    "registry_gc_bytes_freed", "Bytes freed by garbage collection", registry=REGISTRY
+)
+GC_DURATION = Histogram(
+    "registry_gc_duration_seconds",
+    "Duration of a garbage collection",
+    buckets=_DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+FSCK_PROBLEMS = Counter(
+    "registry_fsck_problems",
+    "Problems found by fsck, by kind (missing, wrong_size, corrupt)",
+    ["kind"],
+    registry=REGISTRY,
+)
+
+
+def observe_push(result: Any) -> None:
+    """Record one push (a ``registry.services.ingest.PushResult``)."""
+    PUSHES.labels("created" if getattr(result, "created", False) else "existing").inc()
+    PUSH_BYTES.labels("new").inc(max(0, int(getattr(result, "bytes_new", 0) or 0)))
+    PUSH_BYTES.labels("deduplicated").inc(
+        max(0, int(getattr(result, "bytes_deduplicated", 0) or 0))
+    )
+    seconds = getattr(result, "seconds", None)
+    if seconds:
+        INGEST_DURATION.observe(float(seconds))
+
+
+def observe_gc(report: Any, outcome: str = "ok") -> None:
+    """Record one GC run (a ``registry.services.gc.GcReport``, or None when it failed)."""
+    GC_RUNS.labels(outcome).inc()
+    if report is None:
+        return
+    if not getattr(report, "dry_run", False):
+        GC_BLOBS_DELETED.inc(report.blobs_deleted)
+        GC_BYTES_FREED.inc(report.bytes_freed)
+    GC_DURATION.observe(report.duration)
+
+
+def observe_fsck(report: Any) -> None:
+    for kind in ("missing", "wrong_size", "corrupt"):
+        count = len(getattr(report, kind, ()) or ())
+        if count:
+            FSCK_PROBLEMS.labels(kind).inc(count)
+
+
+def _register_observers() -> None:
+    from registry.services import fsck, gc, ingest
+
+    if observe_push not in ingest.OBSERVERS:
+        ingest.OBSERVERS.append(observe_push)
+    if observe_gc not in gc.OBSERVERS:
+        gc.OBSERVERS.append(observe_gc)
+    if observe_fsck not in fsck.OBSERVERS:
+        fsck.OBSERVERS.append(observe_fsck)
+
+
+_register_observers()
+
+
+def exposition() -> bytes:
+    return generate_latest(REGISTRY)
+
+
+@get(
+    "/metrics",
+    summary="Prometheus metrics (text exposition format)",
+    include_in_schema=False,
+    sync_to_thread=False,
+)
+def metrics_endpoint() -> Response[bytes]:
+    return Response(
+        exposition(),
+        media_type=CONTENT_TYPE_LATEST,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+ROUTES: list[Any] = [metrics_endpoint]

@@ -1,0 +1,179 @@
+"""API tokens: nested scopes, stored hashed.
+
+Scopes nest: ``admin`` ⊃ ``delete`` ⊃ ``push`` ⊃ ``pull``; a token holding
+one scope holds every scope below it. A token is ``crt_`` followed by 43
+URL-safe characters (256 random bits); the database keeps only its sha256,
+so a leaked database does not leak usable tokens, and a lost token cannot be
+shown again (create a new one, revoke the old).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+
+from registry.db.tables import ApiToken, utcnow
+from registry.errors import BadRequest, Conflict, NotFound
+from registry.services.context import RegistryContext
+
+SCOPES = ("pull", "push", "delete", "admin")
+TOKEN_PREFIX = "crt_"
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def expand_scopes(granted: str | list[str] | tuple[str, ...] | set[str]) -> frozenset[str]:
+    """Every scope implied by the granted ones (``push`` → pull, push)."""
+    names = granted.split(",") if isinstance(granted, str) else list(granted)
+    result: set[str] = set()
+    for name in (n.strip() for n in names):
+        if not name:
+            continue
+        if name not in SCOPES:
+            raise BadRequest(f"unknown scope {name!r} (use one of {', '.join(SCOPES)})")
+        result.update(SCOPES[: SCOPES.index(name) + 1])
+    return frozenset(result)
+
+
+def highest_scope(scopes: frozenset[str] | set[str]) -> str | None:
+    for name in reversed(SCOPES):
+        if name in scopes:
+            return name
+    return None
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: int
+    name: str
+    scopes: tuple[str, ...]
+    created_at: datetime | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, row: ApiToken) -> TokenInfo:
+        return cls(
+            id=row.id,
+            name=row.name,
+            scopes=tuple(s for s in SCOPES if s in expand_scopes(row.scopes)),
+            created_at=row.created_at,
+            last_used_at=row.last_used_at,
+            revoked_at=row.revoked_at,
+        )
+
+    @property
+    def scope(self) -> str | None:
+        return highest_scope(set(self.scopes))
+
+    def as_json(self) -> dict[str, Any]:
+        def iso(value: datetime | None) -> str | None:
+            return value.isoformat() if value is not None else None
+
+        return {
+            "id": self.id,
+            "name": self.name,
+            "scope": self.scope,
+            "scopes": list(self.scopes),
+            "created_at": iso(self.created_at),
+            "last_used_at": iso(self.last_used_at),
+            "revoked": self.revoked_at is not None,
+            "revoked_at": iso(self.revoked_at),
+        }
+
+
+def create_token(ctx: RegistryContext, name: str | None, scope: str) -> tuple[str, TokenInfo]:
+    """A new token; the plaintext is returned here once and never stored."""
+    granted = expand_scopes(scope)
+    if not granted:
+        raise BadRequest("a token needs a scope")
+    top = highest_scope(granted)
+    assert top is not None
+    if name is not None and (not name.strip() or len(name) > 255 or name.strip().isdigit()):
+        raise BadRequest("token name: 1-255 characters, not only digits (ids are numbers)")
+    token = new_token()
+    with ctx.transaction() as session:
+        if name:
+            clash = session.scalar(
+                select(ApiToken.id).where(ApiToken.name == name, ApiToken.revoked_at.is_(None))
+            )
+            if clash is not None:
+                raise Conflict(f"an active token named {name!r} exists (id {clash})")
+        row = ApiToken(name=name or "", token_hash=hash_token(token), scopes=top)
+        session.add(row)
+        session.flush()
+        if not name:
+            row.name = f"{top}-{row.id}"
+        info = TokenInfo.of(row)
+    return token, info
+
+
+def list_tokens(ctx: RegistryContext, include_revoked: bool = False) -> list[TokenInfo]:
+    with ctx.sessions() as session:
+        query = select(ApiToken).order_by(ApiToken.id)
+        if not include_revoked:
+            query = query.where(ApiToken.revoked_at.is_(None))
+        return [TokenInfo.of(row) for row in session.scalars(query)]
+
+
+def revoke_token(ctx: RegistryContext, id_or_name: str | int) -> list[TokenInfo]:
+    """Revoke the token with this id, or every active token with this name."""
+    key = str(id_or_name).strip()
+    with ctx.transaction() as session:
+        query = select(ApiToken).where(ApiToken.revoked_at.is_(None))
+        if key.isdigit():
+            query = query.where(or_(ApiToken.id == int(key), ApiToken.name == key))
+        else:
+            query = query.where(ApiToken.name == key)
+        rows = list(session.scalars(query))
+        if not rows:
+            raise NotFound(f"no active token with id or name {key!r}")
+        now = utcnow()
+        for row in rows:
+            row.revoked_at = now
+        return [TokenInfo.of(row) for row in rows]
+
+
+def authenticate(ctx: RegistryContext, bearer: str | None) -> frozenset[str] | None:
+    """The scopes of a valid, unrevoked token, or None. Marks it used (at most once a minute)."""
+    if not bearer or not bearer.startswith(TOKEN_PREFIX) or len(bearer) > 200:
+        return None
+    digest = hash_token(bearer)
+    with ctx.sessions() as session:
+        row = session.execute(
+            select(ApiToken.id, ApiToken.scopes, ApiToken.last_used_at, ApiToken.revoked_at).where(
+                ApiToken.token_hash == digest
+            )
+        ).first()
+        session.rollback()
+    if row is None or row.revoked_at is not None:
+        return None
+    # constant-time comparison is moot: the lookup is by hash, not by the secret itself.
+    now = datetime.now(UTC)
+    last = row.last_used_at
+    if last is not None and last.tzinfo is None:
+        last = last.replace(tzinfo=UTC)
+    if last is None or now - last >= LAST_USED_RESOLUTION:
+        try:
+            with ctx.transaction() as session:
+                session.execute(
+                    update(ApiToken).where(ApiToken.id == row.id).values(last_used_at=now)
+                )
+        except Exception:  # bookkeeping must never fail a request
+            pass
+    try:
+        return expand_scopes(row.scopes)
+    except BadRequest:
+        return None

@@ -1,0 +1,258 @@
+"""Integrity check: the index and the blob store agree, and (optionally) every byte hashes right.
+
+``check_integrity`` lists the store once and compares it with the database:
+
+- **missing**: a blob that a ``blobs`` row or a carton file names is not in the store;
+- **wrong_size**: it is there, with another size than its row says;
+- **corrupt** (only with ``verify_hashes``): its bytes do not hash to its name
+  (the scrub reads every referenced blob, or a random ``sample`` of them);
+- **orphans**: in the store, named by no carton. They are listed but are not
+  a problem by themselves: a push in progress, a ``PUT /api/v1/blobs`` waiting
+  for its carton, or a deleted version's bytes that GC has not collected yet.
+
+Every version whose carton names a missing, wrong-size or corrupt blob is
+marked ``UNAVAILABLE`` with a reason naming the blob(s). A later clean fsck
+does **not** mark it ``READY`` again: an operator restores the blob (or pushes
+the carton again) and then loads the model (``POST
+/v2/repository/models/{name}/load`` re-verifies and marks it READY), so a
+version never flips back to READY without its bytes having been verified.
+
+Problems are re-checked before they are reported (a GC or a push running at
+the same time may change the store between the listing and the query).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlalchemy import select, update
+
+from registry.blobstore import BlobNotFound
+from registry.db.tables import Blob, CartonFile, Version
+from registry.services.context import RegistryContext
+
+log = logging.getLogger("registry.fsck")
+_IN_CHUNK = 500
+REASON_PREFIX = "fsck: "
+
+OBSERVERS: list[Callable[[FsckReport], None]] = []
+"""Called with every report; ``registry.http.metrics`` adds one."""
+
+
+@dataclass
+class FsckReport:
+    missing: list[str] = field(default_factory=list)
+    wrong_size: list[str] = field(default_factory=list)
+    corrupt: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    affected_cartons: list[str] = field(default_factory=list)
+    versions_marked: list[dict[str, Any]] = field(default_factory=list)
+    blobs_checked: int = 0
+    blobs_hashed: int = 0
+    bytes_hashed: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.wrong_size or self.corrupt)
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def _expected_sizes(ctx: RegistryContext) -> tuple[dict[str, int], set[str]]:
+    """Every blob the database says is stored (sha256 → size), and the referenced subset."""
+    with ctx.sessions() as session:
+        expected = {sha: int(size) for sha, size in session.execute(select(Blob.sha256, Blob.size))}
+        referenced: set[str] = set()
+        for sha, size in session.execute(
+            select(CartonFile.blob_sha256, CartonFile.size).distinct()
+        ):
+            referenced.add(sha)
+            expected.setdefault(sha, int(size))
+        session.rollback()
+    return expected, referenced
+
+
+def _hash_blob(ctx: RegistryContext, sha: str) -> tuple[str | None, int]:
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        for chunk in ctx.blobs.iter_chunks(sha):
+            digest.update(chunk)
+            size += len(chunk)
+    except BlobNotFound:
+        return None, 0
+    return digest.hexdigest(), size
+
+
+def _recheck(
+    ctx: RegistryContext, hashes: Iterable[str], predicate: Callable[..., bool]
+) -> list[str]:
+    """Keep the hashes whose problem is still there and whose row or reference still exists."""
+    hashes = sorted(set(hashes))
+    if not hashes:
+        return []
+    with ctx.sessions() as session:
+        alive: dict[str, int] = {}
+        for start in range(0, len(hashes), _IN_CHUNK):
+            chunk = hashes[start : start + _IN_CHUNK]
+            alive.update(
+                (r[0], int(r[1]))
+                for r in session.execute(
+                    select(Blob.sha256, Blob.size).where(Blob.sha256.in_(chunk))
+                )
+            )
+            for sha, size in session.execute(
+                select(CartonFile.blob_sha256, CartonFile.size)
+                .where(CartonFile.blob_sha256.in_(chunk))
+                .distinct()
+            ):
+                alive.setdefault(sha, size)
+        session.rollback()
+    return [h for h in hashes if h in alive and predicate(h, int(alive[h]))]
+
+
+def _mark_unavailable(ctx: RegistryContext, problems: dict[str, str], report: FsckReport) -> None:
+    """Versions of cartons that name a bad blob → UNAVAILABLE, with a reason naming it."""
+    if not problems:
+        return
+    bad = sorted(problems)
+    with ctx.transaction() as session:
+        per_carton: dict[str, list[str]] = {}
+        for start in range(0, len(bad), _IN_CHUNK):
+            rows = session.execute(
+                select(CartonFile.manifest_sha256, CartonFile.blob_sha256)
+                .where(CartonFile.blob_sha256.in_(bad[start : start + _IN_CHUNK]))
+                .distinct()
+            )
+            for manifest, sha in rows:
+                per_carton.setdefault(manifest, [])
+                if sha not in per_carton[manifest]:
+                    per_carton[manifest].append(sha)
+        report.affected_cartons = sorted(per_carton)
+        for manifest, hashes in sorted(per_carton.items()):
+            described = "; ".join(f"blob {h} {problems[h]}" for h in sorted(hashes)[:5])
+            if len(hashes) > 5:
+                described += f"; and {len(hashes) - 5} more"
+            reason = f"{REASON_PREFIX}{described}"
+            versions = session.scalars(
+                select(Version).where(Version.manifest_sha256 == manifest)
+            ).all()
+            for version in versions:
+                report.versions_marked.append(
+                    {
+                        "model_id": version.model_id,
+                        "version": version.version,
+                        "manifest_sha256": manifest,
+                    }
+                )
+            session.execute(
+                update(Version)
+                .where(Version.manifest_sha256 == manifest)
+                .values(state="UNAVAILABLE", state_reason=reason)
+            )
+
+
+def check_integrity(
+    ctx: RegistryContext,
+    verify_hashes: bool = False,
+    sample: int | None = None,
+    *,
+    mark: bool = True,
+) -> FsckReport:
+    """Compare the database with the store (module docstring); mark broken versions UNAVAILABLE."""
+    report = FsckReport()
+    expected, referenced = _expected_sizes(ctx)
+    stored: dict[str, int] = {info.sha256: info.size for info in ctx.blobs.iter_blobs()}
+    report.blobs_checked = len(expected)
+
+    missing = [sha for sha in expected if sha not in stored]
+    wrong = [sha for sha in expected if sha in stored and stored[sha] != expected[sha]]
+    orphans = [sha for sha in stored if sha not in referenced]
+
+    def still_missing(sha: str, _size: int) -> bool:
+        return ctx.blobs.stat(sha) is None
+
+    def still_wrong(sha: str, size: int) -> bool:
+        actual = ctx.blobs.stat(sha)
+        return actual is not None and actual != size
+
+    report.missing = _recheck(ctx, missing, still_missing)
+    report.wrong_size = _recheck(ctx, wrong, still_wrong)
+    if orphans:
+        with ctx.sessions() as session:
+            still_referenced: set[str] = set()
+            ordered = sorted(orphans)
+            for start in range(0, len(ordered), _IN_CHUNK):
+                still_referenced.update(
+                    r[0]
+                    for r in session.execute(
+                        select(CartonFile.blob_sha256)
+                        .where(CartonFile.blob_sha256.in_(ordered[start : start + _IN_CHUNK]))
+                        .distinct()
+                    )
+                )
+            session.rollback()
+        report.orphans = [h for h in ordered if h not in still_referenced]
+
+    if verify_hashes:
+        bad_already = set(report.missing) | set(report.wrong_size)
+        to_hash = sorted(sha for sha in referenced if sha in stored and sha not in bad_already)
+        if sample is not None and sample < len(to_hash):
+            to_hash = sorted(random.sample(to_hash, max(0, sample)))
+        corrupt: list[str] = []
+        for sha in to_hash:
+            actual, size = _hash_blob(ctx, sha)
+            report.blobs_hashed += 1
+            report.bytes_hashed += size
+            if actual is not None and actual != sha:
+                corrupt.append(sha)
+        report.corrupt = corrupt
+
+    problems: dict[str, str] = {}
+    for sha in report.missing:
+        problems[sha] = "is missing from the blob store"
+    for sha in report.wrong_size:
+        problems[sha] = f"has the wrong size in the blob store (expected {expected.get(sha)})"
+    for sha in report.corrupt:
+        problems[sha] = "is corrupt (its bytes do not hash to its sha256)"
+    if mark:
+        _mark_unavailable(ctx, problems, report)
+    else:
+        report.affected_cartons = _affected(ctx, problems)
+    for observer in list(OBSERVERS):
+        try:
+            observer(report)
+        except Exception:  # metrics never fail a check
+            log.exception("fsck observer failed")
+    if not report.ok:
+        log.warning(
+            "fsck: %d missing, %d wrong size, %d corrupt blobs; %d cartons affected",
+            len(report.missing),
+            len(report.wrong_size),
+            len(report.corrupt),
+            len(report.affected_cartons),
+        )
+    return report
+
+
+def _affected(ctx: RegistryContext, problems: dict[str, str]) -> list[str]:
+    bad = sorted(problems)
+    found: set[str] = set()
+    with ctx.sessions() as session:
+        for start in range(0, len(bad), _IN_CHUNK):
+            found.update(
+                r[0]
+                for r in session.execute(
+                    select(CartonFile.manifest_sha256)
+                    .where(CartonFile.blob_sha256.in_(bad[start : start + _IN_CHUNK]))
+                    .distinct()
+                )
+            )
+        session.rollback()
+    return sorted(found)
