@@ -4,88 +4,65 @@ Pure and self-contained (imports nothing else of ``registry``); every reader
 distrusts its input and streams, so multi-GB members use constant memory.
 """
 
-from .config import (
-    DTYPES,
-    CartonConfig,
-    Example,
-    RunnerInfo,
-    SelfTest,
-    TensorSpec,
-    parse_carton_toml,
-    render_carton_toml,
-    validate_references,
-    version_req_problem,
-)
-from .errors import CartonFormatError, CartonLimitExceeded
-from .inspect import inspect_carton
-from .links import parse_links, write_links
-from .manifest import (
-    LINKS_NAME,
-    MANIFEST_NAME,
-    SHA256_HEX,
-    Manifest,
-    ManifestEntry,
-    build_manifest,
-    is_sha256,
-    parse_manifest,
-    validate_member_path,
-)
-from .tensor_data import (
-    NUMPY_DTYPES,
-    TensorIndexEntry,
-    decode_numeric,
-    decode_string_tensor,
-    encode_numeric,
-    encode_string_tensor,
-    load_tensor,
-    parse_tensor_index,
-    write_tensor_index,
-)
-from .zipread import ArchiveLimits, CartonArchive, Member, MemberReader, sha256_member
-from .zipwrite import StoredZipLayout, ZipEntry, crc32_file, crc32_stream, write_zip
+from __future__ import annotations
 
-__all__ = [
-    "DTYPES",
-    "LINKS_NAME",
-    "MANIFEST_NAME",
-    "NUMPY_DTYPES",
-    "SHA256_HEX",
-    "ArchiveLimits",
-    "CartonArchive",
-    "CartonConfig",
-    "CartonFormatError",
-    "CartonLimitExceeded",
-    "Example",
-    "Manifest",
-    "ManifestEntry",
-    "Member",
-    "MemberReader",
-    "RunnerInfo",
-    "SelfTest",
-    "StoredZipLayout",
-    "TensorIndexEntry",
-    "TensorSpec",
-    "ZipEntry",
-    "build_manifest",
-    "crc32_file",
-    "crc32_stream",
-    "decode_numeric",
-    "decode_string_tensor",
-    "encode_numeric",
-    "encode_string_tensor",
-    "inspect_carton",
-    "is_sha256",
-    "load_tensor",
-    "parse_carton_toml",
-    "parse_links",
-    "parse_manifest",
-    "parse_tensor_index",
-    "render_carton_toml",
-    "sha256_member",
-    "validate_member_path",
-    "validate_references",
-    "version_req_problem",
-    "write_links",
-    "write_tensor_index",
-    "write_zip",
-]
+import importlib
+from typing import Any
+
+# Re-exported lazily: importing one submodule (the CLI's errors) must not pull numpy in.
+_EXPORTS = {
+    "ArchiveLimits": "zipread",
+    "CartonArchive": "zipread",
+    "CartonConfig": "config",
+    "CartonFormatError": "errors",
+    "CartonLimitExceeded": "errors",
+    "DTYPES": "config",
+    "Example": "config",
+    "LINKS_NAME": "manifest",
+    "MANIFEST_NAME": "manifest",
+    "Manifest": "manifest",
+    "ManifestEntry": "manifest",
+    "Member": "zipread",
+    "MemberReader": "zipread",
+    "NUMPY_DTYPES": "tensor_data",
+    "RunnerInfo": "config",
+    "SHA256_HEX": "manifest",
+    "SelfTest": "config",
+    "StoredZipLayout": "zipwrite",
+    "TensorIndexEntry": "tensor_data",
+    "TensorSpec": "config",
+    "ZipEntry": "zipwrite",
+    "build_manifest": "manifest",
+    "crc32_file": "zipwrite",
+    "crc32_stream": "zipwrite",
+    "decode_numeric": "tensor_data",
+    "decode_string_tensor": "tensor_data",
+    "encode_numeric": "tensor_data",
+    "encode_string_tensor": "tensor_data",
+    "inspect_carton": "inspect",
+    "is_sha256": "manifest",
+    "load_tensor": "tensor_data",
+    "parse_carton_toml": "config",
+    "parse_links": "links",
+    "parse_manifest": "manifest",
+    "parse_tensor_index": "tensor_data",
+    "render_carton_toml": "config",
+    "sha256_member": "zipread",
+    "validate_member_path": "manifest",
+    "validate_references": "config",
+    "version_req_problem": "config",
+    "write_links": "links",
+    "write_tensor_index": "tensor_data",
+    "write_zip": "zipwrite",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

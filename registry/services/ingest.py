@@ -325,7 +325,14 @@ def _store_blobs(
     """
     in_zip = {sha: [p for p in paths if p in present] for sha, paths in by_sha.items()}
     work = [sha for sha in by_sha if in_zip[sha]]
-    unresolved = [sha for sha in by_sha if not in_zip[sha]]
+    # Absent from the zip but already indexed (a slim or client-deduplicated push):
+    # the row has size and CRC, nothing to read.
+    facts: dict[str, _BlobFacts] = {
+        sha: _BlobFacts(*known[sha], new=False)
+        for sha in by_sha
+        if not in_zip[sha] and sha in known
+    }
+    unresolved = [sha for sha in by_sha if not in_zip[sha] and sha not in known]
 
     def store_one(sha: str) -> _BlobFacts:
         paths = in_zip[sha]
@@ -351,7 +358,6 @@ def _store_blobs(
         except CartonFormatError as exc:
             raise _format_error(exc) from exc
 
-    facts: dict[str, _BlobFacts] = {}
     workers = min(INGEST_WORKERS, len(work)) or 1
     if workers == 1:
         for sha in work:

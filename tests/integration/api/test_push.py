@@ -309,3 +309,22 @@ def test_concurrent_pushes_share_blobs(client, registry_ctx):
     with registry_ctx.sessions() as s:
         referenced = set(s.scalars(select(CartonFile.blob_sha256)))
     assert stored_blobs(registry_ctx) == referenced
+
+
+def test_push_without_known_files_reads_nothing_back(client, registry_ctx, monkeypatch):
+    """Files absent from the zip whose blobs are indexed come from the rows, not the store."""
+    full = push(client, fixture_carton("03")).json()
+    opened: list[str] = []
+    real_open = registry_ctx.blobs.open
+
+    def counting_open(sha256, *args, **kwargs):
+        opened.append(sha256)
+        return real_open(sha256, *args, **kwargs)
+
+    monkeypatch.setattr(registry_ctx.blobs, "open", counting_open)
+    slim = rebuild(fixture_carton("03"), drop={"model/vocab.txt", "misc/diagram.png"})
+    response = push(client, slim)
+    assert response.status_code == 200, response.text
+    assert response.json()["manifest_sha256"] == full["manifest_sha256"]
+    assert response.json()["bytes_new"] == 0
+    assert opened == []
