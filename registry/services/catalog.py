@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from registry.carton.manifest import is_sha256
 from registry.db.tables import Blob, Carton, CartonFile, Model, Tag, Version, utcnow
 from registry.errors import BadRequest, NotFound, PreconditionFailed
+from registry.services import changes
 from registry.services.context import RegistryContext
 from registry.services.ingest import validate_model_name, validate_tag_name
 from registry.services.listing import refresh_model_listing
@@ -422,6 +423,7 @@ def delete_tag(ctx: RegistryContext, name: str, tag: str, *, if_match: str | Non
         session.delete(existing)
 
 
+@changes.bumps
 def delete_version(ctx: RegistryContext, name: str, version: int) -> dict[str, Any]:
     """Remove a version now; its carton goes too when nothing else references it.
 
@@ -444,6 +446,7 @@ def delete_version(ctx: RegistryContext, name: str, version: int) -> dict[str, A
         }
 
 
+@changes.bumps
 def delete_model(ctx: RegistryContext, name: str) -> dict[str, Any]:
     with ctx.transaction() as session:
         model = get_model_row(session, name)
@@ -491,3 +494,26 @@ def stats(session: Session) -> dict[str, Any]:
 def get_stats(ctx: RegistryContext) -> dict[str, Any]:
     with ctx.sessions() as session:
         return stats(session)
+
+
+_TOTALS_TTL_SECONDS = 5.0
+_totals_cache: dict[int, tuple[int, float, dict[str, Any]]] = {}
+
+
+def cached_stats(ctx: RegistryContext, session: Session) -> dict[str, Any]:
+    """``stats()`` for page headers: it sums every blob row, so it is reused briefly.
+
+    Exact after this process's own writes (keyed on the change generation);
+    other processes' writes appear within the TTL.
+    """
+    import time
+
+    key = id(ctx)
+    now = time.monotonic()
+    entry = _totals_cache.get(key)
+    generation = changes.generation()
+    if entry is not None and entry[0] == generation and now - entry[1] < _TOTALS_TTL_SECONDS:
+        return dict(entry[2])
+    value = stats(session)
+    _totals_cache[key] = (generation, now, value)
+    return dict(value)

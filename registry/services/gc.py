@@ -44,6 +44,7 @@ from sqlalchemy import delete, exists, select, text
 
 from registry.db.tables import Blob, CartonFile, LeaseBlob, UploadLease
 from registry.errors import Conflict
+from registry.services import changes
 from registry.services.context import RegistryContext
 from registry.services.leases import live_leased, lock_blobs_exclusive
 
@@ -243,6 +244,7 @@ def _clean_spool(ctx: RegistryContext, older_than: float, dry_run: bool) -> int:
     return removed
 
 
+@changes.bumps
 def collect_garbage(ctx: RegistryContext, grace_seconds: float, dry_run: bool = False) -> GcReport:
     """Delete unreferenced, unleased blobs older than ``grace_seconds`` (module docstring)."""
     if grace_seconds < 0:

@@ -41,6 +41,7 @@ from registry.errors import (
     RegistryError,
     UnprocessableLinks,
 )
+from registry.services import changes
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease, lock_blobs_shared
 from registry.services.linkfetch import (
@@ -250,6 +251,7 @@ def _ingest_archive(
                         session, manifest, config, toml_bytes, facts, name, tag
                     )
                     lease.release(session)
+                changes.bump()
                 break
             except IntegrityError:
                 # A concurrent push of the same manifest or model won the race: read it again.

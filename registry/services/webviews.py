@@ -54,7 +54,7 @@ def listing(
 ) -> dict[str, Any]:
     """The home page: totals and one page of models."""
     with ctx.sessions() as session:
-        totals = catalog.stats(session)
+        totals = catalog.cached_stats(ctx, session)
         page = catalog.list_models(session, q=q or None, sort=sort, limit=limit, cursor=cursor)
     return {"totals": _with_saved(totals), "items": page.items, "next_cursor": page.next_cursor}
 
@@ -145,9 +145,7 @@ def _carton_view(ctx: RegistryContext, session: Session, manifest_sha256: str) -
         {**e, "inputs": describe(e["inputs"]), "sample_out": describe(e["sample_out"])}
         for e in carton["examples"]
     ]
-    shown = [
-        {**f, "shared_with": shares.get(f["sha256"], 0)} for f in files[:MAX_FILES_SHOWN]
-    ]
+    shown = [{**f, "shared_with": shares.get(f["sha256"], 0)} for f in files[:MAX_FILES_SHOWN]]
     return CartonView(
         carton=carton,
         files=shown,
@@ -269,8 +267,13 @@ def storage_stats(ctx: RegistryContext, wait: float = STATS_WAIT_SECONDS) -> dic
             select(func.count(), func.coalesce(func.max(Version.id), 0)).select_from(Version)
         ).one()
     fingerprint = (
-        totals["models"], totals["cartons"], totals["blobs"], totals["logical_bytes"],
-        totals["stored_bytes"], int(n_versions), int(max_version_id),
+        totals["models"],
+        totals["cartons"],
+        totals["blobs"],
+        totals["logical_bytes"],
+        totals["stored_bytes"],
+        int(n_versions),
+        int(max_version_id),
     )
     cache = _stats_cache(ctx)
     with cache.lock:
@@ -332,11 +335,7 @@ def model_storage(session: Session, limit: int = TOP) -> dict[str, list[dict[str
         .distinct()
         .cte("owned")
     )
-    owners = (
-        select(owned.c.sha, func.count().label("n"))
-        .group_by(owned.c.sha)
-        .cte("owners")
-    )
+    owners = select(owned.c.sha, func.count().label("n")).group_by(owned.c.sha).cte("owners")
     exclusive = func.sum(case((owners.c.n == 1, Blob.size), else_=0))
     shared = func.sum(case((owners.c.n > 1, Blob.size), else_=0))
     per_model = (
@@ -355,9 +354,9 @@ def model_storage(session: Session, limit: int = TOP) -> dict[str, list[dict[str
     )
     ranked = select(
         per_model,
-        func.row_number().over(order_by=(per_model.c.shared.desc(), per_model.c.model_id)).label(
-            "rank_shared"
-        ),
+        func.row_number()
+        .over(order_by=(per_model.c.shared.desc(), per_model.c.model_id))
+        .label("rank_shared"),
         func.row_number()
         .over(order_by=(per_model.c.exclusive.desc(), per_model.c.model_id))
         .label("rank_exclusive"),
@@ -395,4 +394,3 @@ def parse_version(value: str | None) -> int | None:
     if not value.isdigit():
         raise BadRequest(f"invalid version {value!r}: expected a positive integer")
     return int(value)
-

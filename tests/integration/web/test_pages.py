@@ -53,6 +53,16 @@ def test_listing_shows_models_and_totals(client):
     assert css.status_code == 200 and "text/css" in css.headers["content-type"]
 
 
+def test_listing_totals_follow_pushes_and_deletes(client):
+    """The header totals are cached briefly, but never across this process's own writes."""
+    assert re.search(r'stat-value">0</span><span class="stat-label">models', page(client, "/"))
+    push(client, fixture_carton("02"))
+    assert re.search(r'stat-value">1</span><span class="stat-label">cartons', page(client, "/"))
+    response = client.delete("/api/v1/models/selftest_identity/versions/1")
+    assert response.status_code == 200
+    assert re.search(r'stat-value">0</span><span class="stat-label">cartons', page(client, "/"))
+
+
 def test_search_sort_and_pagination(client, registry_ctx):
     for i, (name, desc, runner) in enumerate([
         ("alpha-resnet", "Image classifier", "torchscript"),
