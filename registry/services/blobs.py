@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from sqlalchemy import select
@@ -16,15 +17,30 @@ from registry.services.leases import Lease, lock_blobs_shared
 from registry.services.streams import ChecksumReader
 
 MAX_MISSING_QUERY = 100_000
+_STAT_THREADS = 8
 
 
-def missing_blobs(ctx: RegistryContext, hashes: Iterable[str]) -> list[str]:
-    wanted = list(dict.fromkeys(hashes))
-    if len(wanted) > MAX_MISSING_QUERY:
+def stored_subset(ctx: RegistryContext, hashes: Iterable[str]) -> set[str]:
+    """The hashes whose objects the blob store really holds (rows can outlive a lost object).
+
+    Checked in a few threads: on S3 each check is a HEAD request.
+    """
+    wanted = list(hashes)
+    if len(wanted) <= 4:
+        return {h for h in wanted if ctx.blobs.exists(h)}
+    with ThreadPoolExecutor(_STAT_THREADS, thread_name_prefix="blob-stat") as pool:
+        return {h for h, ok in zip(wanted, pool.map(ctx.blobs.exists, wanted), strict=True) if ok}
+
+
+def missing_blobs(ctx: RegistryContext, hashes: Iterable[object]) -> list[str]:
+    """Blobs a client must upload: no row, or a row whose object was lost."""
+    given = list(hashes)
+    if len(given) > MAX_MISSING_QUERY:
         raise BadRequest(f"at most {MAX_MISSING_QUERY} hashes per request")
-    bad = [h for h in wanted if not isinstance(h, str) or not is_sha256(h)]
+    bad = [h for h in given if not isinstance(h, str) or not is_sha256(h)]
     if bad:
         raise BadRequest(f"invalid sha256 {bad[0]!r}: expected 64 lowercase hex characters")
+    wanted: list[str] = list(dict.fromkeys(given))  # type: ignore[arg-type]
     present: set[str] = set()
     with ctx.sessions() as session:
         for start in range(0, len(wanted), 500):
@@ -33,6 +49,7 @@ def missing_blobs(ctx: RegistryContext, hashes: Iterable[str]) -> list[str]:
                     select(Blob.sha256).where(Blob.sha256.in_(wanted[start : start + 500]))
                 )
             )
+    present &= stored_subset(ctx, present)
     return [h for h in wanted if h not in present]
 
 

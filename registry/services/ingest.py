@@ -13,13 +13,12 @@ import hashlib
 import logging
 import os
 import re
-import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -42,6 +41,7 @@ from registry.errors import (
     UnprocessableLinks,
 )
 from registry.services import changes
+from registry.services.blobs import stored_subset
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease, lock_blobs_shared
 from registry.services.linkfetch import (
@@ -112,26 +112,6 @@ class _BlobFacts:
     new: bool
 
 
-def spool_to_file(chunks: Iterable[bytes], max_bytes: int, directory: Path | None = None) -> Path:
-    """Write an upload body to a temp file, counting against the limit (constant memory)."""
-    fd, name = tempfile.mkstemp(prefix="upload-", suffix=".carton", dir=directory)
-    path = Path(name)
-    total = 0
-    try:
-        with open(fd, "wb") as out:
-            for chunk in chunks:
-                total += len(chunk)
-                if total > max_bytes:
-                    raise PayloadTooLarge(
-                        f"upload exceeds REGISTRY_MAX_UPLOAD_BYTES ({max_bytes} bytes)"
-                    )
-                out.write(chunk)
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-    return path
-
-
 def ingest_file(
     ctx: RegistryContext,
     path: Path,
@@ -156,33 +136,6 @@ def ingest_file(
         except Exception:  # metrics never fail a push
             log.exception("push observer failed")
     return result
-
-
-def ingest_stream(
-    ctx: RegistryContext,
-    stream: BinaryIO | Iterable[bytes],
-    *,
-    model_name: str | None = None,
-    tag: str | None = None,
-) -> PushResult:
-    chunks: Iterable[bytes]
-    if hasattr(stream, "read"):
-        reader: BinaryIO = stream  # type: ignore[assignment]
-        chunks = iter(lambda: reader.read(CHUNK), b"")
-    else:
-        chunks = stream  # type: ignore[assignment]
-    spool_dir = _spool_dir(ctx)
-    path = spool_to_file(chunks, ctx.settings.max_upload_bytes, spool_dir)
-    try:
-        return ingest_file(ctx, path, model_name=model_name, tag=tag)
-    finally:
-        path.unlink(missing_ok=True)
-
-
-def _spool_dir(ctx: RegistryContext) -> Path:
-    directory = ctx.settings.data_dir / "uploads"
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
 
 
 def _format_error(exc: CartonFormatError) -> RegistryError:
@@ -210,9 +163,7 @@ def _ingest_archive(
     except CartonFormatError as exc:
         raise _format_error(exc) from exc
     if config is not None:
-        name = _choose_name(config, model_name)
-        if tag is not None:
-            validate_tag_name(tag)
+        name = _choose_name(config, model_name, tag)
 
     by_sha: dict[str, list[str]] = {}
     for entry in manifest.entries:
@@ -223,6 +174,11 @@ def _ingest_archive(
             lock_blobs_shared(session)
             lease.add(session, by_sha)
             known = _known_blobs(session, by_sha)
+        # A row whose object was lost (disk or bucket incident, found by fsck) is not a
+        # source: the push rewrites it from the zip, or resolves it like any missing file.
+        # Leased already, so GC cannot remove what we find here.
+        lost = set(known) - stored_subset(ctx, known)
+        known = {sha: facts for sha, facts in known.items() if sha not in lost}
         facts = _store_blobs(ctx, archive, by_sha, present, known)
 
         if config is None:
@@ -237,9 +193,7 @@ def _ingest_archive(
                 config = _parse_config(manifest, toml_bytes, index_bytes)
             except CartonFormatError as exc:
                 raise _format_error(exc) from exc
-            name = _choose_name(config, model_name)
-            if tag is not None:
-                validate_tag_name(tag)
+            name = _choose_name(config, model_name, tag)
 
         files = len(manifest.entries)
         bytes_total = sum(facts[e.sha256].size for e in manifest.entries)
@@ -247,7 +201,7 @@ def _ingest_archive(
         for attempt in range(3):
             try:
                 with ctx.transaction() as session:
-                    created, version = _index(
+                    created, name, version = _index(
                         session, manifest, config, toml_bytes, facts, name, tag
                     )
                     lease.release(session)
@@ -269,8 +223,14 @@ def _ingest_archive(
     )
 
 
-def _choose_name(config: CartonConfig, model_name: str | None) -> str | None:
+def _choose_name(config: CartonConfig, model_name: str | None, tag: str | None) -> str | None:
     name = config.model_name or model_name
+    if tag is not None:
+        validate_tag_name(tag)
+        if name is None:
+            raise BadRequest(
+                "a tag needs a model name: carton.toml has no model_name and no ?model= was given"
+            )
     return validate_model_name(name) if name is not None else None
 
 
@@ -465,8 +425,11 @@ def _index(
     facts: dict[str, _BlobFacts],
     name: str | None,
     tag: str | None,
-) -> tuple[bool, int | None]:
-    """Rows second: blobs, carton, files, model version, tag. Returns (created, version)."""
+) -> tuple[bool, str | None, int | None]:
+    """Rows second: blobs, carton, files, model version, tag.
+
+    Returns (created, model name, version).
+    """
     insert_ignore(
         session,
         Blob.__table__,  # type: ignore[arg-type]
@@ -507,7 +470,16 @@ def _index(
         )
         created = True
     if name is None:
-        return created, None
+        # Unnamed push of a carton already versioned under a name (given by ?model= then):
+        # the answer names that first version, as a re-push answers the same name and version.
+        first = session.execute(
+            select(Model.name, Version.version)
+            .join(Model, Model.id == Version.model_id)
+            .where(Version.manifest_sha256 == manifest.sha256)
+            .order_by(Version.id)
+            .limit(1)
+        ).first()
+        return created, (first[0] if first else None), (first[1] if first else None)
     model = _get_or_create_model(session, name)
     version = session.scalar(
         select(Version).where(
@@ -531,7 +503,7 @@ def _index(
         elif existing.version_id != version.id:
             existing.version_id = version.id
             existing.updated_at = utcnow()
-    return created, version.version
+    return created, name, version.version
 
 
 def _get_or_create_model(session: Session, name: str) -> Model:

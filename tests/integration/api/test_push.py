@@ -286,6 +286,17 @@ def test_unnamed_carton_and_model_param(client, registry_ctx):
     named = push(client, data, model="given-name")
     assert named.status_code == 201
     assert named.json()["model_name"] == "given-name" and named.json()["version"] == 1
+    # Known by that name now: its metadata and an unnamed re-push say so.
+    meta = client.get(f"/api/v1/cartons/{body['manifest_sha256']}").json()
+    assert meta["model_name"] == "given-name"
+    again = push(client, data)
+    assert again.status_code == 200
+    assert again.json()["model_name"] == "given-name" and again.json()["version"] == 1
+    # A tag needs a name.
+    other = _with_carton_toml(fixture_carton("01"), unnamed + b"\n# another carton\n")
+    tagged = push(client, other, tag="prod")
+    assert tagged.status_code == 400
+    assert "tag needs a model name" in tagged.json()["error"]
 
 
 def test_concurrent_pushes_share_blobs(client, registry_ctx):
@@ -328,3 +339,67 @@ def test_push_without_known_files_reads_nothing_back(client, registry_ctx, monke
     assert response.json()["manifest_sha256"] == full["manifest_sha256"]
     assert response.json()["bytes_new"] == 0
     assert opened == []
+
+
+def test_lost_blob_is_repaired_by_a_push_that_carries_it(client, registry_ctx):
+    """A row whose object was lost is not trusted: the next push carrying the file restores it."""
+    body = push(client, fixture_carton("03")).json()
+    with zipfile.ZipFile(fixture_carton("03")) as z:
+        vocab = z.read("model/vocab.txt")
+    sha = hashlib.sha256(vocab).hexdigest()
+    assert registry_ctx.blobs.delete(sha)
+    missing = client.post("/api/v1/blobs/missing", json={"sha256": [sha]}).json()["missing"]
+    assert missing == [sha]
+    again = push(client, fixture_carton("03"))
+    assert again.status_code == 200
+    assert again.json()["manifest_sha256"] == body["manifest_sha256"]
+    assert again.json()["bytes_new"] == len(vocab)
+    assert registry_ctx.blobs.exists(sha)
+    assert client.post("/api/v1/blobs/missing", json={"sha256": [sha]}).json()["missing"] == []
+
+
+def test_lost_blob_is_not_a_source_for_a_push_without_it(client, registry_ctx):
+    push(client, fixture_carton("03"))
+    with zipfile.ZipFile(fixture_carton("03")) as z:
+        sha = hashlib.sha256(z.read("model/vocab.txt")).hexdigest()
+    assert registry_ctx.blobs.delete(sha)
+    before = counts(registry_ctx)
+    # A new carton naming the lost file without carrying it.
+    src = fixture_carton("03")
+    with zipfile.ZipFile(src) as z:
+        manifest = z.read("MANIFEST")
+    extra = b"another file\n"
+    line = f"model/zz_new.txt={hashlib.sha256(extra).hexdigest()}\n".encode()
+    lines = sorted([*manifest.splitlines(keepends=True), line])
+    data = rebuild(
+        src,
+        replace={"MANIFEST": b"".join(lines)},
+        drop={"model/vocab.txt"},
+        extra={"model/zz_new.txt": extra},
+    )
+    response = push(client, data)
+    assert response.status_code == 400
+    assert "model/vocab.txt" in response.json()["error"]
+    assert counts(registry_ctx)["cartons"] == before["cartons"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"sha256": [[1]]}, {"sha256": [{}]}, {"sha256": ["ABC"]}, {"sha256": "x"}, [1], "nope"],
+)
+def test_missing_query_rejects_bad_input(client, body):
+    response = client.post("/api/v1/blobs/missing", json=body)
+    assert response.status_code == 400
+    assert "error" in response.json()
+
+
+def test_deeply_nested_json_is_a_400(client):
+    response = client.post("/api/v1/blobs/missing", content=b"[" * 100_000)
+    assert response.status_code == 400
+
+
+def test_json_bodies_are_capped(client):
+    response = client.post(
+        "/api/v1/blobs/missing", content=b'{"sha256": [' + b" " * (17 * 1024 * 1024) + b"]}"
+    )
+    assert response.status_code == 413
