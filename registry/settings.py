@@ -56,6 +56,8 @@ class Settings:
     max_compression_ratio: float = 1000.0
     compression_ratio_min_bytes: int = 16 * MiB
     max_carton_toml_bytes: int = 1 * MiB
+    # v2 load and verify bodies are JSON (base64 files) parsed in memory: their own limit.
+    max_v2_body_bytes: int = 256 * MiB
     link_fetch_allow: tuple[str, ...] = ()
     link_fetch_timeout: float = 30.0
     auth: str = "off"
@@ -106,6 +108,7 @@ class Settings:
             ("MAX_UNPACKED_BYTES", "max_unpacked_bytes"),
             ("MAX_MEMBERS", "max_members"),
             ("MAX_CARTON_TOML_BYTES", "max_carton_toml_bytes"),
+            ("MAX_V2_BODY_BYTES", "max_v2_body_bytes"),
         ]:
             if (v := get(name)) is not None:
                 values[key] = int(v)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from typing import Any
 
@@ -10,7 +11,7 @@ import anyio.from_thread
 from litestar import Controller, Request, Response, delete, get, post, put
 
 from registry.errors import BadRequest
-from registry.http.deps import spooled_request
+from registry.http.deps import read_body, spooled_request
 from registry.services import blobs as blob_service
 from registry.services import catalog
 from registry.services.context import RegistryContext
@@ -19,15 +20,17 @@ from registry.services.streams import IteratorReader
 
 
 async def _json_body(request: Request) -> Any:
-    body = await request.body()
+    body = await read_body(request, MAX_JSON_BODY_BYTES)
     if not body.strip():
         return {}
     try:
-        import json
-
         return json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+
+
+# JSON documents here are small (hash lists, tag moves): 16 MiB holds 200k hashes.
+MAX_JSON_BODY_BYTES = 16 * 1024 * 1024
 
 
 class ApiController(Controller):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +12,7 @@ from litestar.datastructures import State
 
 from registry.errors import BadRequest, PayloadTooLarge
 from registry.services.context import RegistryContext
+from registry.services.uploads import upload_file
 
 
 def provide_ctx(state: State) -> RegistryContext:
@@ -24,50 +23,50 @@ def provide_ctx(state: State) -> RegistryContext:
 async def spooled_request(
     request: Request, ctx: RegistryContext, max_bytes: int
 ) -> AsyncIterator[Path]:
-    """The body in a temp file, flock-ed while in use (GC skips locked spool files)."""
-    path = await spool_request(request, ctx, max_bytes)
-    try:
-        with open(path, "rb") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
-            yield path
-    finally:
-        path.unlink(missing_ok=True)
+    """Stream the body to a locked temp file (no DB connection held while it arrives).
 
-
-async def spool_request(request: Request, ctx: RegistryContext, max_bytes: int) -> Path:
-    """Stream the request body to a temp file (no DB connection held while it arrives)."""
+    The file is removed when the block ends; GC skips it while it is locked.
+    """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise PayloadTooLarge(
             f"upload of {declared} bytes exceeds REGISTRY_MAX_UPLOAD_BYTES ({max_bytes} bytes)"
         )
-    directory = ctx.settings.data_dir / "uploads"
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix="upload-", suffix=".part", dir=directory)
-    path = Path(name)
-    total = 0
-    try:
-        with open(fd, "wb", buffering=0) as out:
-            fcntl.flock(out.fileno(), fcntl.LOCK_SH)
-            pending: list[bytes] = []
-            pending_size = 0
-            async for chunk in request.stream():
-                total += len(chunk)
-                if total > max_bytes:
-                    raise PayloadTooLarge(
-                        f"upload exceeds REGISTRY_MAX_UPLOAD_BYTES ({max_bytes} bytes)"
-                    )
-                pending.append(chunk)
-                pending_size += len(chunk)
-                if pending_size >= 4 * 1024 * 1024:
-                    data = b"".join(pending)
-                    pending, pending_size = [], 0
-                    await anyio.to_thread.run_sync(out.write, data)
-            if pending:
-                await anyio.to_thread.run_sync(out.write, b"".join(pending))
+    with upload_file(ctx) as (path, out):
+        total = 0
+        pending: list[bytes] = []
+        pending_size = 0
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > max_bytes:
+                raise PayloadTooLarge(
+                    f"upload exceeds REGISTRY_MAX_UPLOAD_BYTES ({max_bytes} bytes)"
+                )
+            pending.append(chunk)
+            pending_size += len(chunk)
+            if pending_size >= 4 * 1024 * 1024:
+                data = b"".join(pending)
+                pending, pending_size = [], 0
+                await anyio.to_thread.run_sync(out.write, data)
+        if pending:
+            await anyio.to_thread.run_sync(out.write, b"".join(pending))
         if declared is not None and declared.isdigit() and total != int(declared):
             raise BadRequest(f"truncated upload: received {total} of {declared} bytes announced")
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-    return path
+        yield path
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The whole body, for small documents only: 413 past ``max_bytes`` (declared or received)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLarge(
+            f"request body of {declared} bytes exceeds the limit of {max_bytes} bytes"
+        )
+    parts: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > max_bytes:
+            raise PayloadTooLarge(f"request body exceeds the limit of {max_bytes} bytes")
+        parts.append(chunk)
+    return b"".join(parts)

@@ -15,7 +15,8 @@ from typing import Any
 import anyio
 from litestar import MediaType, Request, Response, get, post
 
-from registry.errors import BadRequest, PayloadTooLarge, StorageUnavailable
+from registry.errors import BadRequest, StorageUnavailable
+from registry.http.deps import read_body
 from registry.services import triton
 from registry.services.context import RegistryContext
 
@@ -27,23 +28,6 @@ _MODEL_VERSION = "/v2/models/{name:str}/versions/{version:str}"
 
 def _paths(suffix: str = "") -> list[str]:
     return [_MODEL + suffix, _MODEL_VERSION + suffix]
-
-
-async def _read_body(request: Request, max_bytes: int) -> bytes:
-    """The whole body, refused with 413 past ``max_bytes`` (declared or received)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise PayloadTooLarge(
-            f"request body of {declared} bytes exceeds the limit of {max_bytes} bytes"
-        )
-    parts: list[bytes] = []
-    total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > max_bytes:
-            raise PayloadTooLarge(f"request body exceeds the limit of {max_bytes} bytes")
-        parts.append(chunk)
-    return b"".join(parts)
 
 
 def _empty() -> Response:
@@ -79,7 +63,7 @@ async def health_ready(ctx: RegistryContext) -> Response:
 
 @post("/v2/repository/index", status_code=200, summary="Every model version", tags=["v2"])
 async def repository_index(request: Request, ctx: RegistryContext) -> Response:
-    raw = await _read_body(request, SMALL_BODY)
+    raw = await read_body(request, SMALL_BODY)
     ready_only = False
     if raw.strip():
         try:
@@ -107,7 +91,7 @@ async def repository_index(request: Request, ctx: RegistryContext) -> Response:
 )
 async def load_model(request: Request, ctx: RegistryContext, name: str) -> Response:
     triton.check_name(name)
-    raw = await _read_body(request, ctx.settings.max_upload_bytes)
+    raw = await read_body(request, ctx.settings.max_v2_body_bytes)
     params = triton.parse_load_body(raw)
     del raw
     result = await anyio.to_thread.run_sync(triton.load_model, ctx, name, params)
@@ -122,7 +106,7 @@ async def load_model(request: Request, ctx: RegistryContext, name: str) -> Respo
 )
 async def unload_model(request: Request, ctx: RegistryContext, name: str) -> Response:
     triton.check_name(name)
-    params = triton.parse_load_body(await _read_body(request, SMALL_BODY))
+    params = triton.parse_load_body(await read_body(request, SMALL_BODY))
     dependents = params.get("unload_dependents", False)
     if not isinstance(dependents, bool):
         raise BadRequest('"unload_dependents" must be a boolean')
@@ -195,7 +179,7 @@ async def verify_self_test(
     header_length = triton.parse_header_length(
         request.headers.get("inference-header-content-length")
     )
-    body = await _read_body(request, ctx.settings.max_upload_bytes)
+    body = await read_body(request, ctx.settings.max_v2_body_bytes)
     result = await anyio.to_thread.run_sync(
         triton.verify_self_test, ctx, name, number, index, body, header_length
     )

@@ -25,9 +25,7 @@ import io
 import json
 import math
 import re
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -64,8 +62,10 @@ from registry.carton.zipwrite import STORED, write_zip
 from registry.db.tables import Blob, Carton, CartonFile, Model, Version
 from registry.errors import BadRequest, NotFound, NotImplementedYet
 from registry.services import catalog
+from registry.services.catalog import MAX_VERSION
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_file, validate_model_name
+from registry.services.uploads import upload_file
 
 SERVER_NAME = "carton-registry"
 EXTENSIONS = ["model_repository", "model_repository(unload_dependents)", "binary_tensor_data"]
@@ -140,7 +140,12 @@ def check_name(name: str) -> str:
 def parse_version(version: str | None) -> int | None:
     if version is None:
         return None
-    if not version.isascii() or not version.isdigit() or int(version) < 1:
+    if (
+        not version.isascii()
+        or not version.isdigit()
+        or len(version) > 10
+        or not 1 <= int(version) <= MAX_VERSION
+    ):
         raise BadRequest(f"invalid model version {version!r}: expected a positive integer")
     return int(version)
 
@@ -457,16 +462,9 @@ def build_load_carton(name: str, request: LoadRequest, out: BinaryIO) -> None:
 def load_model_with_files(ctx: RegistryContext, name: str, request: LoadRequest) -> dict:
     """Build a carton from config + files and push it through the ordinary ingest path."""
     check_name(name)
-    directory = ctx.settings.data_dir / "uploads"
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="upload-v2-", suffix=".carton", dir=directory)
-    path = Path(tmp)
-    try:
-        with open(fd, "wb") as out:
-            build_load_carton(name, request, out)
+    with upload_file(ctx, prefix="upload-v2-") as (path, out):
+        build_load_carton(name, request, out)
         result = ingest_file(ctx, path, model_name=name)
-    finally:
-        path.unlink(missing_ok=True)
     # Loading is also "make it ready": a re-load of an unloaded identical carton revives it.
     if result.version is not None:
         with ctx.transaction() as session:

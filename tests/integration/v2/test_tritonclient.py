@@ -368,13 +368,19 @@ def test_bad_json_bodies(live_server):
             assert r.json()["error"]
 
 
-@pytest.mark.settings(max_upload_bytes=4096)
-def test_load_body_size_limit(live_server, triton):
+@pytest.mark.settings(max_v2_body_bytes=4096)
+def test_load_and_verify_body_size_limit(live_server, triton):
+    """v2 bodies are parsed in memory, so they have their own small limit (not the push's)."""
     before = counts(live_server.ctx)
     with pytest.raises(InferenceServerException) as e:
         triton.load_model("big", config=json.dumps(CONFIG), files={"file:1/m.onnx": b"x" * 8192})
     assert e.value.status() == "413"
     assert counts(live_server.ctx) == before
+    r = httpx.post(
+        f"{live_server.url}/v2/models/big/self_tests/0/verify", content=b"{" + b" " * 8192 + b"}"
+    )
+    assert r.status_code == 413
+    assert "limit" in r.json()["error"]
 
 
 def test_percent_encoded_utf8_name_round_trip(live_server, triton):
