@@ -74,6 +74,9 @@ class FilesystemBlobStore(BlobStore):
             actual, size = hash_stream(stream, self.chunk_size)
             if actual != sha256:
                 raise digest_mismatch(sha256, actual, size)
+            # Written again: GC's grace period starts over, as for a new blob.
+            with contextlib.suppress(OSError):
+                os.utime(final)
             return PutResult(sha256, size, False)
 
         self.tmp_dir.mkdir(parents=True, exist_ok=True)

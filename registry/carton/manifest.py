@@ -31,8 +31,12 @@ def path_problem(path: str) -> str | None:
         return "path is not a string"
     if path == "":
         return "empty path"
-    for ch, what in (("\x00", "NUL"), ("\n", "newline"), ("\r", "carriage return"),
-                     ("\\", "backslash")):
+    for ch, what in (
+        ("\x00", "NUL"),
+        ("\n", "newline"),
+        ("\r", "carriage return"),
+        ("\\", "backslash"),
+    ):
         if ch in path:
             return f"path {path!r} contains a {what}"
     if path.startswith("/"):
@@ -127,6 +131,11 @@ def parse_manifest(raw: bytes) -> Manifest:
         problem = path_problem(path)
         if problem is not None:
             raise CartonFormatError(f"MANIFEST line {lineno}: {problem}")
+        if path in (MANIFEST_NAME, LINKS_NAME):
+            # The spec: MANIFEST lists every file but itself and LINKS.
+            raise CartonFormatError(
+                f"MANIFEST line {lineno}: {path!r} must not be listed in MANIFEST"
+            )
         key = path.encode("utf-8")
         if prev is not None and key <= prev:
             what = "duplicate path" if key == prev else "not sorted bytewise"

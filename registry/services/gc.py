@@ -148,6 +148,17 @@ def _mark(ctx: RegistryContext, cutoff: datetime) -> dict[str, int]:
         if candidates:
             for sha in _referenced(session, list(candidates)):
                 candidates.pop(sha, None)
+            # An old object whose row is young was just uploaded again (a PUT of bytes a
+            # crashed push had left): the grace period counts from the row.
+            hashes = list(candidates)
+            for start in range(0, len(hashes), _IN_CHUNK):
+                young = session.execute(
+                    select(Blob.sha256)
+                    .where(Blob.sha256.in_(hashes[start : start + _IN_CHUNK]))
+                    .where(Blob.created_at >= cutoff)
+                )
+                for (sha,) in young:
+                    candidates.pop(sha, None)
         rows = session.execute(
             select(Blob.sha256, Blob.size)
             .where(Blob.created_at < cutoff)

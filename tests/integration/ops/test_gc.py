@@ -46,6 +46,18 @@ def test_old_unreferenced_deleted_referenced_and_young_kept(ops_client, registry
     assert referenced(registry_ctx) <= after
 
 
+def test_orphan_uploaded_again_gets_a_new_grace_period(ops_client, registry_ctx):
+    """A client PUTs bytes a crashed push had left long ago: the grace counts from the PUT."""
+    orphan = b"left by a crashed push, then uploaded again by a client"
+    registry_ctx.blobs.put_bytes(sha(orphan), orphan)
+    time.sleep(2.2)
+    r = ops_client.put(f"/api/v1/blobs/{sha(orphan)}", content=orphan)
+    assert r.status_code == 200, r.text  # existed already: verified, not rewritten
+    report = collect_garbage(registry_ctx, grace_seconds=2)
+    assert sha(orphan) not in report.deleted
+    assert sha(orphan) in stored(registry_ctx)
+
+
 def test_grace_zero_collects_now_and_dry_run_deletes_nothing(registry_ctx):
     orphan = b"orphan " * 1000
     registry_ctx.blobs.put_bytes(sha(orphan), orphan)
@@ -178,3 +190,24 @@ def test_gc_concurrent_with_pushes_loses_nothing(ops_client, registry_ctx):
     final = collect_garbage(registry_ctx, grace_seconds=0)
     assert final.blobs_deleted == 0
     assert stored(registry_ctx) == referenced(registry_ctx)
+
+
+def test_gc_keeps_upload_files_in_use(registry_ctx):
+    """A spooled push body (or a v2 load's carton) is locked while ingested: GC skips it."""
+    import os
+
+    from registry.services.uploads import upload_file
+
+    old = time.time() - 3 * 3600
+    with upload_file(registry_ctx) as (path, out):
+        out.write(b"a large body still being ingested")
+        os.utime(path, (old, old))
+        report = collect_garbage(registry_ctx, grace_seconds=0)
+        assert path.exists()
+        assert report.temp_removed == 0
+    assert not path.exists()
+    leftover = registry_ctx.settings.data_dir / "uploads" / "upload-crashed.carton"
+    leftover.write_bytes(b"left by a killed server")
+    os.utime(leftover, (old, old))
+    assert collect_garbage(registry_ctx, grace_seconds=0).temp_removed == 1
+    assert not leftover.exists()

@@ -108,3 +108,11 @@ def test_build_rejects_duplicates_and_bad_input():
 
 def test_is_sha256():
     assert is_sha256(H) and not is_sha256(H.upper()) and not is_sha256(H[:-1])
+
+
+@pytest.mark.parametrize("name", ["MANIFEST", "LINKS"])
+def test_manifest_may_not_list_itself_or_links(name: str) -> None:
+    raw = f"{name}={'a' * 64}\ncarton.toml={'b' * 64}\n".encode()
+    lines = sorted(raw.splitlines(keepends=True))
+    with pytest.raises(CartonFormatError, match="must not be listed"):
+        parse_manifest(b"".join(lines))
