@@ -18,9 +18,17 @@ from .errors import CartonFormatError, CartonLimitExceeded
 from .manifest import path_problem
 
 DTYPES = (
-    "float32", "float64", "string",
-    "int8", "int16", "int32", "int64",
-    "uint8", "uint16", "uint32", "uint64",
+    "float32",
+    "float64",
+    "string",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
 )
 
 TENSOR_REF_PREFIX = "@tensor_data/"
@@ -190,7 +198,12 @@ def _tensor_specs(raw: dict, key: str) -> tuple[TensorSpec, ...]:
 
 
 def _ref_table(
-    d: dict, key: str, where: str, prefixes: tuple[str, ...], names: set[str], kind: str,
+    d: dict,
+    key: str,
+    where: str,
+    prefixes: tuple[str, ...],
+    names: set[str],
+    kind: str,
     required: bool,
 ) -> dict[str, str] | None:
     tbl = d.get(key)
@@ -206,9 +219,7 @@ def _ref_table(
             ref.startswith(p) and len(ref) > len(p) for p in prefixes
         ):
             allowed = " or ".join(repr(p) for p in prefixes)
-            raise _err(
-                f"{where}: {key}.{name} = {ref!r} must be a string starting with {allowed}"
-            )
+            raise _err(f"{where}: {key}.{name} = {ref!r} must be a string starting with {allowed}")
         if name not in names:
             raise _err(f"{where}: {key}.{name} does not name a declared {kind}")
         out[name] = ref
@@ -276,10 +287,14 @@ def parse_carton_toml(data: bytes | str) -> CartonConfig:
             d, "expected_out", where, (TENSOR_REF_PREFIX,), out_names, "output", False
         )
         assert tin is not None
-        self_tests.append(SelfTest(
-            _opt_str(d, "name", f"{where}: "), _opt_str(d, "description", f"{where}: "),
-            tin, tout,
-        ))
+        self_tests.append(
+            SelfTest(
+                _opt_str(d, "name", f"{where}: "),
+                _opt_str(d, "description", f"{where}: "),
+                tin,
+                tout,
+            )
+        )
 
     examples: list[Example] = []
     refs = (TENSOR_REF_PREFIX, MISC_REF_PREFIX)
@@ -290,10 +305,14 @@ def parse_carton_toml(data: bytes | str) -> CartonConfig:
         ein = _ref_table(d, "inputs", where, refs, in_names, "input", True)
         eout = _ref_table(d, "sample_out", where, refs, out_names, "output", True)
         assert ein is not None and eout is not None
-        examples.append(Example(
-            _opt_str(d, "name", f"{where}: "), _opt_str(d, "description", f"{where}: "),
-            ein, eout,
-        ))
+        examples.append(
+            Example(
+                _opt_str(d, "name", f"{where}: "),
+                _opt_str(d, "description", f"{where}: "),
+                ein,
+                eout,
+            )
+        )
 
     runner = raw.get("runner")
     if not isinstance(runner, dict):
@@ -308,8 +327,8 @@ def parse_carton_toml(data: bytes | str) -> CartonConfig:
     if problem is not None:
         raise _err(f"runner.required_framework_version {rfv!r} {problem}")
     compat = runner.get("runner_compat_version")
-    if compat is not None and (not _is_int(compat) or compat < 0):
-        raise _err("runner.runner_compat_version must be an integer >= 0")
+    if compat is not None and (not _is_int(compat) or not 0 <= compat <= 2**31 - 1):
+        raise _err("runner.runner_compat_version must be an integer from 0 to 2147483647")
     opts = runner.get("opts", {})
     if not isinstance(opts, dict):
         raise _err("runner.opts must be a table")
@@ -351,11 +370,11 @@ def validate_references(
     problems: list[str] = []
     for where, ref in iter_references(config):
         if ref.startswith(TENSOR_REF_PREFIX):
-            name = ref[len(TENSOR_REF_PREFIX):]
+            name = ref[len(TENSOR_REF_PREFIX) :]
             if name not in tensor_names:
                 problems.append(f"{where}: {ref} names no tensor in tensor_data/index.toml")
         elif ref.startswith(MISC_REF_PREFIX):
-            path = "misc/" + ref[len(MISC_REF_PREFIX):]
+            path = "misc/" + ref[len(MISC_REF_PREFIX) :]
             bad = path_problem(path)
             if bad is not None:
                 problems.append(f"{where}: {ref}: {bad}")

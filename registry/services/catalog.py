@@ -22,6 +22,7 @@ from registry.services.listing import refresh_model_listing
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
+MAX_VERSION = 2**31 - 1  # versions are 32-bit integers in the database
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -61,7 +62,9 @@ def carton_json(session: Session, carton: Carton) -> dict[str, Any]:
             tags_by_version.setdefault(version_id, []).append(tag_name)
     return {
         "manifest_sha256": carton.manifest_sha256,
-        "model_name": carton.model_name,
+        # carton.toml's name, else the model it was first pushed under (?model=NAME).
+        "model_name": carton.model_name
+        or (min(versions, key=lambda v: v.id).name if versions else None),
         "short_description": carton.short_description,
         "description": carton.description,
         "spec_version": carton.spec_version,
@@ -132,13 +135,20 @@ def _encode_cursor(values: list[Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> list[Any]:
+def _decode_cursor(cursor: str, *types: type) -> list[Any]:
+    """The values of a cursor made by ``_encode_cursor``, checked against ``types``."""
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         values = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BadRequest(f"invalid cursor {cursor!r}") from exc
-    if not isinstance(values, list):
+    if (
+        not isinstance(values, list)
+        or len(values) != len(types)
+        or not all(
+            isinstance(v, t) and not isinstance(v, bool) for v, t in zip(values, types, strict=True)
+        )
+    ):
         raise BadRequest(f"invalid cursor {cursor!r}")
     return values
 
@@ -183,20 +193,23 @@ def list_models(
     if sort == "name":
         order = [Model.name.asc()]
         if cursor:
-            (last_name,) = _decode_cursor(cursor)
+            (last_name,) = _decode_cursor(cursor, str)
             stmt = stmt.where(Model.name > last_name)
     elif sort == "recent":
         order = [Model.updated_at.desc(), Model.id.desc()]
         if cursor:
-            last_time, last_id = _decode_cursor(cursor)
-            when = datetime.fromisoformat(last_time)
+            last_time, last_id = _decode_cursor(cursor, str, int)
+            try:
+                when = datetime.fromisoformat(last_time)
+            except ValueError as exc:
+                raise BadRequest(f"invalid cursor {cursor!r}") from exc
             stmt = stmt.where(
                 or_(Model.updated_at < when, (Model.updated_at == when) & (Model.id < last_id))
             )
     else:
         order = [Model.latest_bytes.desc(), Model.id.desc()]
         if cursor:
-            last_size, last_id = _decode_cursor(cursor)
+            last_size, last_id = _decode_cursor(cursor, int, int)
             stmt = stmt.where(
                 or_(
                     Model.latest_bytes < last_size,
@@ -296,6 +309,8 @@ class Resolved:
 
 def resolve_version(session: Session, name: str, version: int) -> Version:
     model = get_model_row(session, name)
+    if not 1 <= version <= MAX_VERSION:
+        raise NotFound(f"model {name!r} has no version {version}")
     row = session.scalar(
         select(Version).where(Version.model_id == model.id, Version.version == version)
     )
