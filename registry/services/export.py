@@ -162,7 +162,21 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         raise BadRequest(
             f"invalid manifest hash {manifest_sha256!r}: expected 64 lowercase hex characters"
         )
+    key = (
+        id(ctx.blobs),
+        manifest_sha256,
+        form,
+        ctx.settings.public_url,
+        ctx.settings.slim_inline_max_bytes,
+    )
     with ctx.sessions() as session:
+        cached = _layout_cache.get(key)
+        if cached is not None:
+            # Still indexed? (A deleted version's URLs 404 at once, in every process.)
+            if session.get(Carton, manifest_sha256) is None:
+                _layout_cache.drop(key)
+                raise NotFound(f"no carton with manifest hash {manifest_sha256}")
+            return cached
         row = session.execute(
             select(Carton.manifest, Carton.model_name).where(
                 Carton.manifest_sha256 == manifest_sha256
@@ -230,7 +244,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         entries.append(ZipEntry(LINKS_NAME, len(links), zlib.crc32(links), _bytes_reader(links)))
     entries.extend(files)
 
-    return ExportedCarton(
+    exported = ExportedCarton(
         manifest_sha256=manifest_sha256,
         form=form,
         layout=StoredZipLayout(entries),
@@ -238,6 +252,41 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         filename=carton_filename(model_name, manifest_sha256, form),
         linked=linked,
     )
+    _layout_cache.put(key, exported)
+    return exported
+
+
+class _LayoutCache:
+    """Rebuilt-carton layouts by (store, manifest, form, settings): immutable, so reusable.
+
+    Bounded by count; a layout holds sizes, CRCs and blob readers, not blob bytes.
+    """
+
+    def __init__(self, max_items: int) -> None:
+        self._items: OrderedDict[tuple, ExportedCarton] = OrderedDict()  # type: ignore[type-arg]
+        self._max = max_items
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> ExportedCarton | None:  # type: ignore[type-arg]
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: tuple, value: ExportedCarton) -> None:  # type: ignore[type-arg]
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._max:
+                self._items.popitem(last=False)
+
+    def drop(self, key: tuple) -> None:  # type: ignore[type-arg]
+        with self._lock:
+            self._items.pop(key, None)
+
+
+_layout_cache = _LayoutCache(256)
 
 
 # --- single blobs (the LINKS target) ----------------------------------------------------

@@ -234,3 +234,17 @@ def test_redirects_by_version_and_tag(client):
         r = client.get(url, follow_redirects=False)
         assert r.status_code == 404, url
         assert "error" in r.json()
+
+
+def test_deleted_version_404s_at_once_even_after_a_cached_pull(client):
+    """Layouts are cached per manifest, but every request still checks the index."""
+    from tests.conftest import fixture_carton
+
+    pushed = client.post("/api/v1/cartons", content=fixture_carton("02").read_bytes()).json()
+    url = f"/cartons/{pushed['manifest_sha256']}.carton"
+    assert client.get(url).status_code == 200
+    assert client.head(url).status_code == 200
+    deleted = client.delete(f"/api/v1/models/{pushed['model_name']}/versions/{pushed['version']}")
+    assert deleted.status_code == 200
+    assert client.get(url).status_code == 404
+    assert client.head(url).status_code == 404
