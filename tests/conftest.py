@@ -29,6 +29,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("CARTON_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
 REFERENCE = FIXTURES / "reference-packer"
 FIXTURE_CARTONS = sorted(REFERENCE.glob("*.carton"))
+if not FIXTURE_CARTONS:
+    # Parametrized tests over an empty list would pass by running nothing.
+    raise pytest.UsageError(
+        f"no fixture cartons in {REFERENCE}: the tests need ../shared/fixtures beside the "
+        "repository (or CARTON_FIXTURES pointing at a copy)"
+    )
 PG_ADMIN_URL = os.environ.get(
     "REGISTRY_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
