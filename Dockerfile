@@ -6,13 +6,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-WORKDIR /app
-COPY pyproject.toml README.md alembic.ini ./
+WORKDIR /src
+COPY pyproject.toml README.md ./
 COPY registry ./registry
 COPY migrations ./migrations
-# Editable install: registry/db/migrate.py finds alembic.ini and migrations/ next to the
-# package (REPO_ROOT), so the source tree stays at /app.
-RUN pip install -e . \
+# A regular install: the migrations ship inside the package (registry.migrations).
+RUN pip install . \
+    && rm -rf /src \
     && useradd --system --uid 10001 --home-dir /var/lib/carton-registry --create-home registry \
     && mkdir -p /var/lib/carton-registry \
     && chown registry /var/lib/carton-registry

@@ -271,6 +271,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     # One JSON line per request on stderr (registry.access); errors with tracebacks.
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     app = create_app(settings)  # migrates under a lock unless REGISTRY_MIGRATE_ON_START=false
     err(f"carton registry on http://{args.host}:{args.port} (public URL {settings.public_url})")
     uvicorn.run(

@@ -11,7 +11,6 @@ from sqlalchemy import Engine, text
 
 from registry.db.engine import is_sqlite
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # Any fixed 64-bit number: every app server takes the same lock before migrating.
 _MIGRATION_LOCK_ID = 0x6361_7274_6F6E_0001 & 0x7FFF_FFFF_FFFF_FFFF
 # Alembic's `context` is process-global: one migration command at a time per process.
@@ -19,8 +18,11 @@ _ALEMBIC_LOCK = threading.RLock()
 
 
 def alembic_config() -> Config:
-    cfg = Config(str(REPO_ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(REPO_ROOT / "migrations"))
+    """Configured in code: the migrations ship inside the package as registry.migrations."""
+    import registry.migrations
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(registry.migrations.__file__).parent))
     return cfg
 
 

@@ -1,0 +1,1 @@
+"""Alembic migrations, installed as registry.migrations (see pyproject package-dir)."""
