@@ -21,6 +21,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -39,6 +40,18 @@ VERSION_STATES = ("READY", "UNAVAILABLE")
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timestamps are UTC; SQLite drops the zone on storage, so put it back on reads."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value: datetime | None, dialect: object) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
 
 
 def _sha256_checks(column: str) -> tuple[CheckConstraint, CheckConstraint]:
@@ -67,7 +80,7 @@ class Blob(Base):
     sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
     size: Mapped[int] = mapped_column(BigInteger, nullable=False)
     crc32: Mapped[int] = mapped_column(BigInteger, nullable=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Carton(Base):
@@ -91,7 +104,7 @@ class Carton(Base):
     required_platforms: Mapped[list[str]] = mapped_column(JSON, nullable=False, default=list)
     file_count: Mapped[int] = mapped_column(Integer, nullable=False)
     total_bytes: Mapped[int] = mapped_column(BigInteger, nullable=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     files: Mapped[list[CartonFile]] = relationship(
         back_populates="carton",
@@ -138,8 +151,8 @@ class Model(Base):
     latest_version: Mapped[int | None] = mapped_column(Integer)
     latest_bytes: Mapped[int | None] = mapped_column(BigInteger)
     search_text: Mapped[str] = mapped_column(Text, nullable=False, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     versions: Mapped[list[Version]] = relationship(
         back_populates="model", cascade="all, delete-orphan", passive_deletes=True
@@ -166,7 +179,7 @@ class Version(Base):
     )
     state: Mapped[str] = mapped_column(String(16), nullable=False, default="READY")
     state_reason: Mapped[str] = mapped_column(Text, nullable=False, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     model: Mapped[Model] = relationship(back_populates="versions")
     carton: Mapped[Carton] = relationship()
@@ -182,7 +195,7 @@ class Tag(Base):
     version_id: Mapped[int] = mapped_column(
         Integer, ForeignKey("versions.id", ondelete="CASCADE"), nullable=False, index=True
     )
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     version: Mapped[Version] = relationship()
 
@@ -194,9 +207,9 @@ class UploadLease(Base):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     holder: Mapped[str] = mapped_column(Text, nullable=False, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, index=True
+        UTCDateTime(), default=utcnow, index=True
     )
 
 
@@ -218,6 +231,6 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(255), nullable=False, default="")
     token_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
     scopes: Mapped[str] = mapped_column(String(255), nullable=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -403,3 +403,21 @@ def test_json_bodies_are_capped(client):
         "/api/v1/blobs/missing", content=b'{"sha256": [' + b" " * (17 * 1024 * 1024) + b"]}"
     )
     assert response.status_code == 413
+
+
+def test_timestamps_are_utc_on_every_backend(client):
+    from datetime import datetime, timedelta
+
+    client.post("/api/v1/cartons", content=fixture_carton("02").read_bytes())
+    model = client.get("/api/v1/models/selftest_identity").json()
+    for value in (model["created_at"], model["versions"][0]["created_at"]):
+        parsed = datetime.fromisoformat(value)
+        assert parsed.utcoffset() == timedelta(0), value
+
+
+def test_openapi_document_lists_the_api(client):
+    response = client.get("/api/openapi/openapi.json")
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    for path in ("/api/v1/cartons", "/api/v1/blobs/missing", "/api/v1/stats"):
+        assert path in paths
