@@ -311,6 +311,36 @@ class Bench:
                 "(c) peer: same bytes as one blob (POST uploads/ + PUT ?digest=)", peer_s, "MiB/s"
             )
         )
+        # (d) the receive ceiling: a bare ASGI app on the same uvicorn, same client, same bytes.
+        recv_file, recv_discard = Sample(), Sample()
+        if self.last is not None and self.left() > 60:
+            recv = lib.start_receiver(self.work, self.logs / "receiver.log")
+            try:
+                for _ in range(self.runs):
+                    mib = self.last.size / MiB
+                    recv_file.add(
+                        mib / lib.push_plain(self.client, recv.url + "/file", self.last.path)
+                    )
+                    recv_discard.add(
+                        mib / lib.push_plain(self.client, recv.url + "/discard", self.last.path)
+                    )
+            finally:
+                recv.stop()
+            s.rows.append(
+                value_row(
+                    "(d) bare ASGI app on the same uvicorn: receive + write to a file",
+                    recv_file,
+                    "MiB/s",
+                )
+            )
+            s.rows.append(
+                value_row(
+                    "(d) bare ASGI app on the same uvicorn: receive only", recv_discard, "MiB/s"
+                )
+            )
+            self.facts.update(
+                push_recv_file=med(recv_file.values), push_recv_discard=med(recv_discard.values)
+            )
         self.facts.update(
             push_stored=med(reg_s.values),
             push_hash=med(hashlim.values),
@@ -1351,6 +1381,14 @@ class Bench:
                 f"the peer's {fmt(f['push_peer'])} MiB/s): the targets ask for ≥ {fmt(need_hash)} MiB/s "
                 f"(0.6× hashing) and ≥ {fmt(need_peer)} MiB/s (2× peer)."
             )
+            if "push_recv_file" in f:
+                line += (
+                    f" The HTTP receive alone sets a ceiling below the hashing target: a bare ASGI "
+                    f"app on the same uvicorn, fed by the same client on the same 2 cores, receives "
+                    f"{fmt(f['push_recv_discard'])} MiB/s and {fmt(f['push_recv_file'])} MiB/s when "
+                    f"it also writes the body to a file (the registry reaches "
+                    f"{fmt(f['push_stored'] / f['push_recv_file'], 2)}× of the latter)."
+                )
             if disk and disk / 2 > f["push_stored"] * 1.5:
                 line += (
                     f" The disk is not what holds it: {fmt(disk)} MiB/s write+fsync here, so even "

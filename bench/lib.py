@@ -399,6 +399,37 @@ def start_registry(
     return Server(p, url, log, "registry")
 
 
+def start_receiver(work: Path, log: Path) -> Server:
+    """bench/recv_app.py on uvicorn: the receive ceiling for the push figure."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, RECV_DIR=str(work))
+    cmd = [
+        PY, "-m", "uvicorn", "recv_app:app", "--app-dir", str(REPO / "bench"),
+        "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log",
+    ]  # fmt: skip
+    p = start_proc(cmd, env, log)
+    try:
+        wait_http(url + "/discard", 30, p)
+    except Exception:
+        stop_proc(p)
+        raise RuntimeError(f"receiver did not start: {tail(log, 800)}") from None
+    return Server(p, url, log, "receiver")
+
+
+def push_plain(client: httpx.Client, url: str, path: Path) -> float:
+    """POST a file streamed to a URL; seconds."""
+    size = path.stat().st_size
+    t = time.perf_counter()
+    r = client.post(
+        url, content=file_chunks(path), headers={"content-length": str(size)}, timeout=TIMEOUT
+    )
+    dt = time.perf_counter() - t
+    if r.status_code != 200 or int(r.text) != size:
+        raise RuntimeError(f"receiver answered {r.status_code}: {r.text[:200]}")
+    return dt
+
+
 PEER_CONFIG = """\
 version: 0.1
 log:
