@@ -11,6 +11,9 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+# Execution option marking a write transaction (SQLite: BEGIN IMMEDIATE).
+WRITE_OPTION = "registry_write"
+
 
 def normalize_url(url: str) -> str:
     """``postgresql://`` and ``postgres://`` mean psycopg 3, not psycopg2."""
@@ -48,8 +51,12 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn: Any) -> None:
-            # IMMEDIATE takes the write lock up front: no deadlock between two writers.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # Writers take the lock up front (IMMEDIATE: no deadlock upgrading a read lock);
+            # readers begin deferred, so in WAL mode they never wait for a writer.
+            if conn.get_execution_options().get(WRITE_OPTION):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.exec_driver_sql("BEGIN")
 
         return engine
     kwargs.setdefault("pool_pre_ping", True)
@@ -64,6 +71,10 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
 
 @contextmanager
 def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """One unit of work: commit on success, roll back on any error."""
+    """One unit of work that writes: commit on success, roll back on any error.
+
+    Every write goes through here; plain ``factory()`` sessions are for reads.
+    """
     with factory() as session, session.begin():
+        session.connection(execution_options={WRITE_OPTION: True})
         yield session

@@ -21,6 +21,7 @@ from types import TracebackType
 from sqlalchemy import delete, select, text, update
 from sqlalchemy.orm import Session
 
+from registry.db.engine import transaction
 from registry.db.queries import insert_ignore
 from registry.db.tables import LeaseBlob, UploadLease
 
@@ -65,7 +66,7 @@ class Lease:
         self._sessions = sessions
         self._interval = max(0.5, lease_timeout / 4)
         self.id = str(uuid.uuid4())
-        with sessions() as session, session.begin():
+        with transaction(sessions) as session:
             session.add(UploadLease(id=self.id, holder=holder or holder_name()))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{self.id[:8]}", daemon=True)
@@ -81,7 +82,7 @@ class Lease:
     def _beat(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                with self._sessions() as session, session.begin():
+                with transaction(self._sessions) as session:
                     session.execute(
                         update(UploadLease)
                         .where(UploadLease.id == self.id)
@@ -96,7 +97,7 @@ class Lease:
         if session is not None:
             session.execute(delete(UploadLease).where(UploadLease.id == self.id))
             return
-        with self._sessions() as own, own.begin():
+        with transaction(self._sessions) as own:
             own.execute(delete(UploadLease).where(UploadLease.id == self.id))
 
     def stop_heartbeat(self) -> None:
