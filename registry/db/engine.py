@@ -34,6 +34,10 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         database = make_url(url).database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
+        # Enough pooled connections for the worker threads of a busy server: opening
+        # one (and its PRAGMAs) per request would cost more than the query.
+        kwargs.setdefault("pool_size", 20)
+        kwargs.setdefault("max_overflow", 20)
         engine = create_engine(
             url, connect_args={"timeout": 30, "check_same_thread": False}, **kwargs
         )

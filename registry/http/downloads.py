@@ -305,7 +305,13 @@ async def serve_carton(
     request: Request, ctx: RegistryContext, manifest_sha256: str, *, is_head: bool
 ) -> Response[Any]:
     form = _form(request)
-    exported = await anyio.to_thread.run_sync(build_carton, ctx, manifest_sha256, form)
+
+    def build() -> tuple[ExportedCarton, bytes | None]:
+        # One trip to a worker thread: the layout, and a small carton's bytes with it.
+        exported = build_carton(ctx, manifest_sha256, form)
+        return exported, (None if is_head else exported.small_bytes())
+
+    exported, whole = await anyio.to_thread.run_sync(build)
     headers = _carton_headers(exported)
     size = exported.size
     if not_modified(request, exported.etag):
@@ -324,6 +330,8 @@ async def serve_carton(
     if span is not None:
         status = 206
         headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+    if whole is not None:
+        return Response(whole[start:end], status_code=status, headers=headers, media_type=ZIP)
     body = await open_stream(lambda: coalesce(exported.iter_bytes(start, end)))
     return Stream(body, status_code=status, headers=headers, media_type=ZIP)
 

@@ -28,7 +28,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
@@ -48,6 +48,8 @@ LAYOUT_VERSION = "1"  # bump when the rebuilt bytes change for the same inputs
 # In-process cache of small blobs' bytes (content-addressed, hence always valid).
 SMALL_BLOB_MAX = 64 * 1024
 SMALL_CACHE_MAX_BYTES = 32 * 1024 * 1024
+# Cartons up to this size are kept whole with their cached layout (256 layouts: 64 MiB).
+SMALL_CARTON_MAX_BYTES = 256 * 1024
 
 
 class _SmallBlobCache:
@@ -93,6 +95,7 @@ class ExportedCarton:
     etag: str  # quoted, strong
     filename: str
     linked: dict[str, int]  # sha256 -> size of every file left out (slim form)
+    _bytes: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -100,6 +103,19 @@ class ExportedCarton:
 
     def iter_bytes(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         return self.layout.iter_bytes(start, end)
+
+    def small_bytes(self) -> bytes | None:
+        """The whole carton, kept with its cached layout, when it is small (slim ones are).
+
+        Built once per layout; larger cartons return None and are streamed.
+        """
+        if self.size > SMALL_CARTON_MAX_BYTES:
+            return None
+        cached = self._bytes
+        if cached is None:
+            cached = b"".join(self.layout.iter_bytes())
+            object.__setattr__(self, "_bytes", cached)
+        return cached
 
 
 def validate_form(form: str) -> str:
@@ -173,7 +189,10 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         cached = _layout_cache.get(key)
         if cached is not None:
             # Still indexed? (A deleted version's URLs 404 at once, in every process.)
-            if session.get(Carton, manifest_sha256) is None:
+            exists = session.scalar(
+                select(Carton.manifest_sha256).where(Carton.manifest_sha256 == manifest_sha256)
+            )
+            if exists is None:
                 _layout_cache.drop(key)
                 raise NotFound(f"no carton with manifest hash {manifest_sha256}")
             return cached
