@@ -8,7 +8,6 @@ model names arrive percent-encoded UTF-8 and are decoded by the ASGI server.
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from typing import Any
 
@@ -63,19 +62,7 @@ async def health_ready(ctx: RegistryContext) -> Response:
 
 @post("/v2/repository/index", status_code=200, summary="Every model version", tags=["v2"])
 async def repository_index(request: Request, ctx: RegistryContext) -> Response:
-    raw = await read_body(request, SMALL_BODY)
-    ready_only = False
-    if raw.strip():
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise BadRequest(f"request body is not valid JSON: {exc}") from exc
-        if not isinstance(body, dict):
-            raise BadRequest("request body must be a JSON object")
-        ready = body.get("ready", False)
-        if not isinstance(ready, bool):
-            raise BadRequest('"ready" must be a boolean')
-        ready_only = ready
+    ready_only = triton.parse_index_body(await read_body(request, SMALL_BODY))
     index = await anyio.to_thread.run_sync(
         partial(triton.repository_index, ctx, ready_only=ready_only)
     )

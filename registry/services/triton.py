@@ -262,8 +262,8 @@ class LoadRequest:
     file_version: str | None
 
 
-def parse_load_body(raw: bytes) -> dict[str, Any]:
-    """The JSON body of load/unload: empty or an object (optionally with "parameters")."""
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """A v2 request body: empty (tritonclient sends none) or one JSON object."""
     if not raw.strip():
         return {}
     try:
@@ -272,7 +272,20 @@ def parse_load_body(raw: bytes) -> dict[str, Any]:
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
-    params = body.get("parameters", {})
+    return body
+
+
+def parse_index_body(raw: bytes) -> bool:
+    """The index request: ``{"ready": true}`` asks for READY versions only."""
+    ready = parse_json_object(raw).get("ready", False)
+    if not isinstance(ready, bool):
+        raise BadRequest('"ready" must be a boolean')
+    return ready
+
+
+def parse_load_body(raw: bytes) -> dict[str, Any]:
+    """The JSON body of load/unload: empty or an object (optionally with "parameters")."""
+    params = parse_json_object(raw).get("parameters", {})
     if params is None:
         params = {}
     if not isinstance(params, dict):
