@@ -478,9 +478,19 @@ def start_peer(root: Path, log: Path) -> Server:
 TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 
 
+def settle_writeback() -> None:
+    """Flush dirty pages left by the previous measurement before timing the next push.
+
+    The peer does not fsync: without this, the next push's fsyncs (ours or the
+    peer's filesystem journal) pay for the previous upload's writeback.
+    """
+    os.sync()
+
+
 def push_registry(client: httpx.Client, url: str, path: Path) -> tuple[float, dict[str, Any]]:
     """POST /api/v1/cartons with the file streamed; (seconds, response JSON)."""
     size = path.stat().st_size
+    settle_writeback()
     t = time.perf_counter()
     r = client.post(
         url + "/api/v1/cartons",
@@ -500,6 +510,7 @@ PEER_REPO = "bench/cartons"
 def push_peer(client: httpx.Client, url: str, path: Path, digest_hex: str) -> float:
     """distribution's upload API: POST uploads/ then one PUT ?digest= with the body streamed."""
     size = path.stat().st_size
+    settle_writeback()
     t = time.perf_counter()
     r = client.post(f"{url}/v2/{PEER_REPO}/blobs/uploads/", timeout=TIMEOUT)
     if r.status_code != 202:
