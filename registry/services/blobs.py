@@ -9,7 +9,7 @@ from typing import Any, BinaryIO
 from sqlalchemy import select
 
 from registry.carton.manifest import is_sha256
-from registry.db.queries import insert_ignore
+from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import Blob
 from registry.errors import BadRequest, PayloadTooLarge
 from registry.services.context import RegistryContext
@@ -43,12 +43,8 @@ def missing_blobs(ctx: RegistryContext, hashes: Iterable[object]) -> list[str]:
     wanted: list[str] = list(dict.fromkeys(given))  # type: ignore[arg-type]
     present: set[str] = set()
     with ctx.sessions() as session:
-        for start in range(0, len(wanted), 500):
-            present.update(
-                session.scalars(
-                    select(Blob.sha256).where(Blob.sha256.in_(wanted[start : start + 500]))
-                )
-            )
+        for chunk in in_chunks(wanted):
+            present.update(session.scalars(select(Blob.sha256).where(Blob.sha256.in_(chunk))))
     present &= stored_subset(ctx, present)
     return [h for h in wanted if h not in present]
 

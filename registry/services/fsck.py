@@ -33,11 +33,11 @@ from typing import Any
 from sqlalchemy import select, update
 
 from registry.blobstore import BlobNotFound
+from registry.db.queries import cartons_using, in_chunks, referenced_blobs
 from registry.db.tables import Blob, CartonFile, Version
 from registry.services.context import RegistryContext
 
 log = logging.getLogger("registry.fsck")
-_IN_CHUNK = 500
 REASON_PREFIX = "fsck: "
 
 OBSERVERS: list[Callable[[FsckReport], None]] = []
@@ -99,8 +99,7 @@ def _recheck(
         return []
     with ctx.sessions() as session:
         alive: dict[str, int] = {}
-        for start in range(0, len(hashes), _IN_CHUNK):
-            chunk = hashes[start : start + _IN_CHUNK]
+        for chunk in in_chunks(hashes):
             alive.update(
                 (r[0], int(r[1]))
                 for r in session.execute(
@@ -123,17 +122,7 @@ def _mark_unavailable(ctx: RegistryContext, problems: dict[str, str], report: Fs
         return
     bad = sorted(problems)
     with ctx.transaction() as session:
-        per_carton: dict[str, list[str]] = {}
-        for start in range(0, len(bad), _IN_CHUNK):
-            rows = session.execute(
-                select(CartonFile.manifest_sha256, CartonFile.blob_sha256)
-                .where(CartonFile.blob_sha256.in_(bad[start : start + _IN_CHUNK]))
-                .distinct()
-            )
-            for manifest, sha in rows:
-                per_carton.setdefault(manifest, [])
-                if sha not in per_carton[manifest]:
-                    per_carton[manifest].append(sha)
+        per_carton = cartons_using(session, bad)
         report.affected_cartons = sorted(per_carton)
         for manifest, hashes in sorted(per_carton.items()):
             described = "; ".join(f"blob {h} {problems[h]}" for h in sorted(hashes)[:5])
@@ -186,17 +175,8 @@ def check_integrity(
     report.wrong_size = _recheck(ctx, wrong, still_wrong)
     if orphans:
         with ctx.sessions() as session:
-            still_referenced: set[str] = set()
             ordered = sorted(orphans)
-            for start in range(0, len(ordered), _IN_CHUNK):
-                still_referenced.update(
-                    r[0]
-                    for r in session.execute(
-                        select(CartonFile.blob_sha256)
-                        .where(CartonFile.blob_sha256.in_(ordered[start : start + _IN_CHUNK]))
-                        .distinct()
-                    )
-                )
+            still_referenced = referenced_blobs(session, ordered)
             session.rollback()
         report.orphans = [h for h in ordered if h not in still_referenced]
 
@@ -242,17 +222,7 @@ def check_integrity(
 
 
 def _affected(ctx: RegistryContext, problems: dict[str, str]) -> list[str]:
-    bad = sorted(problems)
-    found: set[str] = set()
     with ctx.sessions() as session:
-        for start in range(0, len(bad), _IN_CHUNK):
-            found.update(
-                r[0]
-                for r in session.execute(
-                    select(CartonFile.manifest_sha256)
-                    .where(CartonFile.blob_sha256.in_(bad[start : start + _IN_CHUNK]))
-                    .distinct()
-                )
-            )
+        found = cartons_using(session, sorted(problems))
         session.rollback()
     return sorted(found)

@@ -42,6 +42,7 @@ from typing import Any
 
 from sqlalchemy import delete, exists, select, text
 
+from registry.db.queries import in_chunks, referenced_blobs
 from registry.db.tables import Blob, CartonFile, LeaseBlob, UploadLease
 from registry.errors import Conflict
 from registry.services import changes
@@ -52,7 +53,6 @@ log = logging.getLogger("registry.gc")
 
 GC_RUN_LOCK_ID = 0x6361_7274_6F6E_0003  # distinct from the blob lock (..0002) in leases.py
 BATCH = 50
-_IN_CHUNK = 500
 
 try:
     import fcntl
@@ -126,18 +126,6 @@ def gc_lock(ctx: RegistryContext) -> Iterator[None]:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _referenced(session: Any, hashes: list[str]) -> set[str]:
-    found: set[str] = set()
-    for start in range(0, len(hashes), _IN_CHUNK):
-        rows = session.execute(
-            select(CartonFile.blob_sha256)
-            .where(CartonFile.blob_sha256.in_(hashes[start : start + _IN_CHUNK]))
-            .distinct()
-        )
-        found.update(r[0] for r in rows)
-    return found
-
-
 def _mark(ctx: RegistryContext, cutoff: datetime) -> dict[str, int]:
     """Candidates (sha256 → size): old, unreferenced, in the store or as rows."""
     candidates: dict[str, int] = {}
@@ -146,15 +134,15 @@ def _mark(ctx: RegistryContext, cutoff: datetime) -> dict[str, int]:
             candidates[info.sha256] = info.size
     with ctx.sessions() as session:
         if candidates:
-            for sha in _referenced(session, list(candidates)):
+            for sha in referenced_blobs(session, list(candidates)):
                 candidates.pop(sha, None)
             # An old object whose row is young was just uploaded again (a PUT of bytes a
             # crashed push had left): the grace period counts from the row.
             hashes = list(candidates)
-            for start in range(0, len(hashes), _IN_CHUNK):
+            for chunk in in_chunks(hashes):
                 young = session.execute(
                     select(Blob.sha256)
-                    .where(Blob.sha256.in_(hashes[start : start + _IN_CHUNK]))
+                    .where(Blob.sha256.in_(chunk))
                     .where(Blob.created_at >= cutoff)
                 )
                 for (sha,) in young:
@@ -180,8 +168,7 @@ def _expire_leases(ctx: RegistryContext, dry_run: bool) -> int:
             )
         ]
         if dead and not dry_run:
-            for start in range(0, len(dead), _IN_CHUNK):
-                chunk = dead[start : start + _IN_CHUNK]
+            for chunk in in_chunks(dead):
                 session.execute(delete(LeaseBlob).where(LeaseBlob.lease_id.in_(chunk)))
                 session.execute(delete(UploadLease).where(UploadLease.id.in_(chunk)))
     return len(dead)
@@ -192,15 +179,15 @@ def _sweep(
 ) -> None:
     hashes = sorted(candidates)
     timeout = ctx.settings.lease_timeout
-    for start in range(0, len(hashes), BATCH):
-        batch = hashes[start : start + BATCH]
+    for chunk in in_chunks(hashes, BATCH):
+        batch = list(chunk)
         with ctx.transaction() as session:
             lock_blobs_exclusive(session)
             # Leases first, references second (see the module docstring).
             leased = live_leased(session, batch, timeout)
             report.skipped_leased += len(leased)
             batch = [h for h in batch if h not in leased]
-            referenced = _referenced(session, batch)
+            referenced = referenced_blobs(session, batch)
             report.skipped_referenced += len(referenced)
             batch = [h for h in batch if h not in referenced]
             if not batch:

@@ -9,7 +9,6 @@ grace period.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -25,12 +24,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from registry.blobstore import BlobNotFound
+from registry.blobstore.base import hash_stream
 from registry.carton.config import CartonConfig, parse_carton_toml, validate_references
 from registry.carton.errors import CartonFormatError, CartonLimitExceeded
 from registry.carton.manifest import Manifest
 from registry.carton.tensor_data import parse_tensor_index
 from registry.carton.zipread import CartonArchive
-from registry.db.queries import insert_ignore
+from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import Blob, Carton, CartonFile, Model, Tag, Version, utcnow
 from registry.errors import (
     BadRequest,
@@ -263,11 +263,9 @@ def _check_references(config: CartonConfig, manifest: Manifest, tensor_names: se
 def _known_blobs(session: Session, by_sha: dict[str, list[str]]) -> dict[str, tuple[int, int]]:
     hashes = list(by_sha)
     known: dict[str, tuple[int, int]] = {}
-    for start in range(0, len(hashes), 500):
+    for chunk in in_chunks(hashes):
         rows = session.execute(
-            select(Blob.sha256, Blob.size, Blob.crc32).where(
-                Blob.sha256.in_(hashes[start : start + 500])
-            )
+            select(Blob.sha256, Blob.size, Blob.crc32).where(Blob.sha256.in_(chunk))
         )
         known.update({r.sha256: (r.size, r.crc32) for r in rows})
     return known
@@ -342,14 +340,10 @@ def _store_blobs(
 
 
 def _verify_member(archive: CartonArchive, path: str, sha: str) -> None:
-    digest = hashlib.sha256()
     with archive.open_member(path) as reader:
-        while chunk := reader.read(CHUNK):
-            digest.update(chunk)
-    if digest.hexdigest() != sha:
-        raise DigestMismatch(
-            f"{path}: content hashes to {digest.hexdigest()}, but MANIFEST says {sha}"
-        )
+        actual, _size = hash_stream(reader, CHUNK)  # type: ignore[arg-type]
+    if actual != sha:
+        raise DigestMismatch(f"{path}: content hashes to {actual}, but MANIFEST says {sha}")
 
 
 def _resolve_missing(

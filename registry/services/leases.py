@@ -22,7 +22,7 @@ from sqlalchemy import delete, select, text, update
 from sqlalchemy.orm import Session
 
 from registry.db.engine import transaction
-from registry.db.queries import insert_ignore
+from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import LeaseBlob, UploadLease
 
 _GC_LOCK_ID = 0x6361_7274_6F6E_0002
@@ -44,11 +44,11 @@ def live_leased(session: Session, hashes: Iterable[str], lease_timeout: float) -
     cutoff = datetime.now(UTC) - timedelta(seconds=lease_timeout)
     wanted = list(set(hashes))
     found: set[str] = set()
-    for start in range(0, len(wanted), 500):
+    for chunk in in_chunks(wanted):
         rows = session.execute(
             select(LeaseBlob.sha256)
             .join(UploadLease, UploadLease.id == LeaseBlob.lease_id)
-            .where(LeaseBlob.sha256.in_(wanted[start : start + 500]))
+            .where(LeaseBlob.sha256.in_(chunk))
             .where(UploadLease.heartbeat_at >= cutoff)
         )
         found.update(r[0] for r in rows)
