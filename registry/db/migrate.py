@@ -7,14 +7,20 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
-from registry.db.engine import is_sqlite
+from registry.db.engine import WRITE_OPTION, is_sqlite
 
 # Any fixed 64-bit number: every app server takes the same lock before migrating.
 _MIGRATION_LOCK_ID = 0x6361_7274_6F6E_0001 & 0x7FFF_FFFF_FFFF_FFFF
 # Alembic's `context` is process-global: one migration command at a time per process.
 _ALEMBIC_LOCK = threading.RLock()
+
+
+def _writer(engine: Engine) -> Connection:
+    """A connection marked as a writer: on SQLite its transactions BEGIN IMMEDIATE, so
+    several servers migrating at once wait for the lock instead of failing to upgrade it."""
+    return engine.connect().execution_options(**{WRITE_OPTION: True})
 
 
 def alembic_config() -> Config:
@@ -29,7 +35,7 @@ def alembic_config() -> Config:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Migrate under a lock so several servers starting at once migrate once."""
     cfg = alembic_config()
-    with _ALEMBIC_LOCK, engine.connect() as conn:
+    with _ALEMBIC_LOCK, _writer(engine) as conn:
         if not is_sqlite(engine):
             conn.execute(text("SELECT pg_advisory_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
             conn.commit()
@@ -45,7 +51,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 def downgrade(engine: Engine, revision: str) -> None:
     cfg = alembic_config()
-    with _ALEMBIC_LOCK, engine.connect() as conn:
+    with _ALEMBIC_LOCK, _writer(engine) as conn:
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, revision)
         conn.commit()
@@ -54,6 +60,6 @@ def downgrade(engine: Engine, revision: str) -> None:
 def check(engine: Engine) -> None:
     """Raise if the tables in code differ from what the migrations make."""
     cfg = alembic_config()
-    with _ALEMBIC_LOCK, engine.connect() as conn:
+    with _ALEMBIC_LOCK, _writer(engine) as conn:
         cfg.attributes["connection"] = conn
         command.check(cfg)
