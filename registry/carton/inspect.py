@@ -96,18 +96,21 @@ def inspect_carton(
                     digest, size = sha256_member(archive, entry.path)
                 except CartonFormatError as e:
                     problems.append(e.message)
-                    result["files"].append({"path": entry.path, "sha256": entry.sha256,
-                                            "size": archive.member_size(entry.path)})
+                    result["files"].append(
+                        {
+                            "path": entry.path,
+                            "sha256": entry.sha256,
+                            "size": archive.member_size(entry.path),
+                        }
+                    )
                     continue
                 if digest != entry.sha256:
                     problems.append(
                         f"{entry.path}: sha256 is {digest}, MANIFEST says {entry.sha256}"
                     )
-                result["files"].append({"path": entry.path, "sha256": entry.sha256,
-                                        "size": size})
+                result["files"].append({"path": entry.path, "sha256": entry.sha256, "size": size})
             else:
-                result["files"].append({"path": entry.path, "sha256": entry.sha256,
-                                        "linked": True})
+                result["files"].append({"path": entry.path, "sha256": entry.sha256, "linked": True})
                 if entry.sha256 not in links:
                     problems.append(f"{entry.path}: not in the zip and not listed in LINKS")
 

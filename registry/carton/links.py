@@ -15,8 +15,10 @@ def _is_http_url(url: str) -> bool:
         parts = urlsplit(url)
     except ValueError:
         return False
-    return parts.scheme in ("http", "https") and bool(parts.netloc) and not any(
-        c in url for c in "\x00\r\n \t"
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.netloc)
+        and not any(c in url for c in "\x00\r\n \t")
     )
 
 

@@ -205,8 +205,11 @@ def decode_string_tensor(raw: bytes, shape: Sequence[int]) -> np.ndarray:
 
 def encode_string_tensor(values: Iterable[str] | np.ndarray) -> bytes:
     """``data = [...]`` TOML bytes (flattened C order) as the reference packer writes them."""
-    flat = np.asarray(values, dtype=object).ravel(order="C").tolist() if isinstance(
-        values, np.ndarray) else list(values)
+    flat = (
+        np.asarray(values, dtype=object).ravel(order="C").tolist()
+        if isinstance(values, np.ndarray)
+        else list(values)
+    )
     items: list[str] = []
     for v in flat:
         if isinstance(v, bytes):

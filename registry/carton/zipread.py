@@ -96,8 +96,14 @@ class MemberReader(io.RawIOBase):
     ends short of it, is truncated/corrupt, or fails its CRC-32.
     """
 
-    def __init__(self, member: Member, fp: BinaryIO, lock: threading.Lock | None,
-                 owns_fp: bool, data_offset: int) -> None:
+    def __init__(
+        self,
+        member: Member,
+        fp: BinaryIO,
+        lock: threading.Lock | None,
+        owns_fp: bool,
+        data_offset: int,
+    ) -> None:
         super().__init__()
         self.member = member
         self._fp = fp
@@ -172,9 +178,7 @@ class MemberReader(io.RawIOBase):
             if data:
                 self._produced += len(data)
                 if self._produced > self.member.size:
-                    raise self._fail(
-                        f"inflates past its declared size of {self.member.size} bytes"
-                    )
+                    raise self._fail(f"inflates past its declared size of {self.member.size} bytes")
                 self._crc = zlib.crc32(data, self._crc)
                 return data
 
@@ -301,8 +305,9 @@ class CartonArchive:
 
     # -- opening --------------------------------------------------------------------
     @classmethod
-    def open(cls, file: str | os.PathLike | BinaryIO,
-             limits: ArchiveLimits = ArchiveLimits()) -> CartonArchive:
+    def open(
+        cls, file: str | os.PathLike | BinaryIO, limits: ArchiveLimits = ArchiveLimits()
+    ) -> CartonArchive:
         self = cls()
         self.limits = limits
         path: str | None = None
@@ -356,11 +361,17 @@ class CartonArchive:
             norm = name[1:] if name in ("/" + MANIFEST_NAME, "/" + LINKS_NAME) else name
             if norm in self.members or norm in self.dirs:
                 raise CartonFormatError(f"duplicate entry {norm!r} in the archive")
-            is_link = (info.create_system == 3
-                       and stat.S_ISLNK(info.external_attr >> 16))
-            m = Member(path=norm, raw_name=name, method=info.compress_type,
-                       compressed_size=info.compress_size, size=info.file_size,
-                       crc32=info.CRC, header_offset=info.header_offset, is_symlink=is_link)
+            is_link = info.create_system == 3 and stat.S_ISLNK(info.external_attr >> 16)
+            m = Member(
+                path=norm,
+                raw_name=name,
+                method=info.compress_type,
+                compressed_size=info.compress_size,
+                size=info.file_size,
+                crc32=info.CRC,
+                header_offset=info.header_offset,
+                is_symlink=is_link,
+            )
             self.members[norm] = m
             self._infos[norm] = info
             if is_link:
@@ -381,8 +392,11 @@ class CartonArchive:
         if LINKS_NAME in self.members:
             self.links = parse_links(self.read_bytes(LINKS_NAME, limits.max_links_bytes))
 
-        extra = sorted(p for p in self.members
-                       if p not in (MANIFEST_NAME, LINKS_NAME) and p not in self.manifest)
+        extra = sorted(
+            p
+            for p in self.members
+            if p not in (MANIFEST_NAME, LINKS_NAME) and p not in self.manifest
+        )
         if extra:
             raise CartonFormatError(f"archive members not listed in MANIFEST: {_list_some(extra)}")
         self._resolve_symlinks(symlinks)
@@ -493,12 +507,21 @@ class CartonArchive:
             try:
                 with self._lock:
                     self._zf.open(info).close()
-            except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError,
-                    ValueError, EOFError, struct.error) as e:
+            except (
+                zipfile.BadZipFile,
+                NotImplementedError,
+                RuntimeError,
+                OSError,
+                ValueError,
+                EOFError,
+                struct.error,
+            ) as e:
                 raise CartonFormatError(f"{m.path}: bad local header ({e})") from None
+
         def read_header() -> bytes:
             fp.seek(m.header_offset)
             return fp.read(_LOCAL_HEADER.size)
+
         if lock is not None:
             with lock:
                 hdr = read_header()

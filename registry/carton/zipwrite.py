@@ -32,7 +32,7 @@ _DOS_DATE = (0 << 9) | (1 << 5) | 1  # 1980-01-01
 _FLAG_UTF8 = 0x0800
 _FLAG_DESCRIPTOR = 0x0008
 _VERSION_MADE_BY = (3 << 8) | 63  # Unix, spec 6.3
-_EXTERNAL_ATTR = (0o100644 << 16)
+_EXTERNAL_ATTR = 0o100644 << 16
 _LOCAL = struct.Struct("<4s5H3L2H")
 _CENTRAL = struct.Struct("<4s6H3L5H2L")
 _EOCD = struct.Struct("<4s4H2LH")
@@ -70,21 +70,34 @@ def _version_needed(method: int, zip64: bool) -> int:
     return v
 
 
-def _local_header(name: bytes, method: int, flags: int, crc: int, csize: int, size: int,
-                  zip64: bool) -> bytes:
+def _local_header(
+    name: bytes, method: int, flags: int, crc: int, csize: int, size: int, zip64: bool
+) -> bytes:
     extra = b""
     if zip64:
         extra = struct.pack("<2H2Q", 1, 16, size, csize)
         csize_f = size_f = _U32_MAX
     else:
         csize_f, size_f = csize, size
-    header = _LOCAL.pack(b"PK\x03\x04", _version_needed(method, zip64), flags, method,
-                         _DOS_TIME, _DOS_DATE, crc, csize_f, size_f, len(name), len(extra))
+    header = _LOCAL.pack(
+        b"PK\x03\x04",
+        _version_needed(method, zip64),
+        flags,
+        method,
+        _DOS_TIME,
+        _DOS_DATE,
+        crc,
+        csize_f,
+        size_f,
+        len(name),
+        len(extra),
+    )
     return header + name + extra
 
 
-def _central_header(name: bytes, method: int, flags: int, crc: int, csize: int, size: int,
-                    offset: int) -> bytes:
+def _central_header(
+    name: bytes, method: int, flags: int, crc: int, csize: int, size: int, offset: int
+) -> bytes:
     fields: list[int] = []
     size_f, csize_f, off_f = size, csize, offset
     if size >= _U32_MAX:
@@ -97,11 +110,29 @@ def _central_header(name: bytes, method: int, flags: int, crc: int, csize: int, 
         fields.append(offset)
         off_f = _U32_MAX
     extra = struct.pack(f"<2H{len(fields)}Q", 1, 8 * len(fields), *fields) if fields else b""
-    return _CENTRAL.pack(
-        b"PK\x01\x02", _VERSION_MADE_BY, _version_needed(method, bool(fields)), flags, method,
-        _DOS_TIME, _DOS_DATE, crc, csize_f, size_f, len(name), len(extra), 0, 0, 0,
-        _EXTERNAL_ATTR, off_f,
-    ) + name + extra
+    return (
+        _CENTRAL.pack(
+            b"PK\x01\x02",
+            _VERSION_MADE_BY,
+            _version_needed(method, bool(fields)),
+            flags,
+            method,
+            _DOS_TIME,
+            _DOS_DATE,
+            crc,
+            csize_f,
+            size_f,
+            len(name),
+            len(extra),
+            0,
+            0,
+            0,
+            _EXTERNAL_ATTR,
+            off_f,
+        )
+        + name
+        + extra
+    )
 
 
 def _end_records(count: int, cd_offset: int, cd_size: int, comment: bytes) -> bytes:
@@ -112,11 +143,29 @@ def _end_records(count: int, cd_offset: int, cd_size: int, comment: bytes) -> by
     need64 = count >= _U16_MAX or cd_offset >= _U32_MAX or cd_size >= _U32_MAX
     if need64:
         eocd64_offset = cd_offset + cd_size
-        out += _EOCD64.pack(b"PK\x06\x06", _EOCD64.size - 12, _VERSION_MADE_BY, 45, 0, 0,
-                            count, count, cd_size, cd_offset)
+        out += _EOCD64.pack(
+            b"PK\x06\x06",
+            _EOCD64.size - 12,
+            _VERSION_MADE_BY,
+            45,
+            0,
+            0,
+            count,
+            count,
+            cd_size,
+            cd_offset,
+        )
         out += _LOCATOR64.pack(b"PK\x06\x07", 0, eocd64_offset, 1)
-    out += _EOCD.pack(b"PK\x05\x06", 0, 0, min(count, _U16_MAX), min(count, _U16_MAX),
-                      min(cd_size, _U32_MAX), min(cd_offset, _U32_MAX), len(comment))
+    out += _EOCD.pack(
+        b"PK\x05\x06",
+        0,
+        0,
+        min(count, _U16_MAX),
+        min(count, _U16_MAX),
+        min(cd_size, _U32_MAX),
+        min(cd_offset, _U32_MAX),
+        len(comment),
+    )
     return out + comment
 
 
@@ -173,8 +222,9 @@ class StoredZipLayout:
         part = self._parts[k]
         return self.entries[part].size if isinstance(part, int) else len(part)
 
-    def iter_bytes(self, start: int = 0, end: int | None = None,
-                   chunk_size: int = MiB) -> Iterator[bytes]:
+    def iter_bytes(
+        self, start: int = 0, end: int | None = None, chunk_size: int = MiB
+    ) -> Iterator[bytes]:
         """Bytes ``[start, end)`` of the zip, reading only the member data in range."""
         end = self.size if end is None else min(end, self.size)
         start = max(0, start)
@@ -192,7 +242,7 @@ class StoredZipLayout:
                 yield from self._member_range(self.entries[part], lo, hi - lo, chunk_size)
             else:
                 for off in range(lo, hi, chunk_size):
-                    yield part[off:min(hi, off + chunk_size)]
+                    yield part[off : min(hi, off + chunk_size)]
             pos = seg_start + hi
             k += 1
 
@@ -207,7 +257,7 @@ class StoredZipLayout:
                 raise ValueError(f"read_range of {e.name!r} yielded more than {length} bytes")
             mv = memoryview(chunk)
             for off in range(0, len(chunk), chunk_size):
-                yield bytes(mv[off:off + chunk_size])
+                yield bytes(mv[off : off + chunk_size])
         if got != length:
             raise ValueError(f"read_range of {e.name!r} yielded {got} bytes, expected {length}")
 
@@ -247,9 +297,9 @@ def _read_full(f: BinaryIO, n: int) -> bytes:
     return b"".join(parts)
 
 
-def write_zip(out: BinaryIO,
-              members: Iterable[tuple[str, Callable[[], BinaryIO], int]],
-              chunk_size: int = MiB) -> int:
+def write_zip(
+    out: BinaryIO, members: Iterable[tuple[str, Callable[[], BinaryIO], int]], chunk_size: int = MiB
+) -> int:
     """Stream a zip to ``out`` (need not be seekable); returns bytes written.
 
     Each member is (name, opener, method) with method 0 Stored, 8 Deflate or 93
@@ -269,8 +319,22 @@ def write_zip(out: BinaryIO,
             raise CartonFormatError(f"unsupported compression method {method}")
         flags = _FLAG_UTF8 | _FLAG_DESCRIPTOR
         offset = w.pos
-        w.write(_LOCAL.pack(b"PK\x03\x04", _version_needed(method, False), flags, method,
-                            _DOS_TIME, _DOS_DATE, 0, 0, 0, len(raw), 0) + raw)
+        w.write(
+            _LOCAL.pack(
+                b"PK\x03\x04",
+                _version_needed(method, False),
+                flags,
+                method,
+                _DOS_TIME,
+                _DOS_DATE,
+                0,
+                0,
+                0,
+                len(raw),
+                0,
+            )
+            + raw
+        )
         crc, size, csize = 0, 0, 0
         if method == DEFLATED:
             zc = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15)

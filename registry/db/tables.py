@@ -208,9 +208,7 @@ class UploadLease(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     holder: Mapped[str] = mapped_column(Text, nullable=False, default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    heartbeat_at: Mapped[datetime] = mapped_column(
-        UTCDateTime(), default=utcnow, index=True
-    )
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
 
 
 class LeaseBlob(Base):

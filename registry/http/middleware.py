@@ -44,6 +44,8 @@ _ID_COUNTER = itertools.count(1)
 
 def _new_request_id() -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
+
+
 ANONYMOUS_PATHS = frozenset({"/healthz", "/metrics"})
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _V2_LOAD_UNLOAD = re.compile(r"^/v2/repository/models/[^/]+/(load|unload)/?$")

@@ -69,8 +69,13 @@ def relative_time(value: str | datetime | None) -> str:
     seconds = int((datetime.now(UTC) - when).total_seconds())
     if seconds < 60:
         return "just now"
-    for size, unit in ((86400 * 365, "year"), (86400 * 30, "month"), (86400, "day"),
-                       (3600, "hour"), (60, "minute")):
+    for size, unit in (
+        (86400 * 365, "year"),
+        (86400 * 30, "month"),
+        (86400, "day"),
+        (3600, "hour"),
+        (60, "minute"),
+    ):
         if seconds >= size:
             count = seconds // size
             return f"{count} {unit}{'s' if count != 1 else ''} ago"
@@ -198,8 +203,14 @@ def page(name: str, status: int = 200, **context: Any) -> Response[str]:
 
 def render_error_page(status: int, message: str) -> str:
     """The HTML body of an error page (used by registry.http.errors for browsers)."""
-    titles = {400: "Bad request", 401: "Sign-in required", 403: "Forbidden",
-              404: "Not found", 405: "Method not allowed", 500: "Something went wrong"}
+    titles = {
+        400: "Bad request",
+        401: "Sign-in required",
+        403: "Forbidden",
+        404: "Not found",
+        405: "Method not allowed",
+        500: "Something went wrong",
+    }
     return render("error.html", status=status, title=titles.get(status, "Error"), message=message)
 
 
@@ -226,9 +237,7 @@ def index_page(
 
 
 @get("/models/{name:str}", sync_to_thread=True, include_in_schema=False)
-def model_page(
-    ctx: RegistryContext, name: str, version: str | None = None
-) -> Response[str]:
+def model_page(ctx: RegistryContext, name: str, version: str | None = None) -> Response[str]:
     view = webviews.model_view(ctx, name, webviews.parse_version(version))
     return _carton_page(ctx, view)
 

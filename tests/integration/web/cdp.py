@@ -34,10 +34,18 @@ class Browser:
 
         self.process = subprocess.Popen(
             [
-                executable, "--headless", "--no-sandbox", "--disable-gpu",
-                "--disable-dev-shm-usage", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run", "--hide-scrollbars",
-                "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank",
+                executable,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                "--hide-scrollbars",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                "about:blank",
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -52,9 +60,9 @@ class Browser:
         self._next_id = 0
         self._events: list[dict[str, Any]] = []
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = self.call(
-            "Target.attachToTarget", {"targetId": target, "flatten": True}
-        )["sessionId"]
+        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
         self.call("Page.enable", session=True)
 
     # -- protocol -------------------------------------------------------------------
@@ -74,7 +82,11 @@ class Browser:
         return json.loads(raw)  # type: ignore[no-any-return]
 
     def call(
-        self, method: str, params: dict[str, Any] | None = None, *, session: bool = False,
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        session: bool = False,
         timeout: float = 30,
     ) -> dict[str, Any]:
         self._next_id += 1

@@ -28,7 +28,8 @@ def with_carton_toml(src: Path, toml: bytes) -> bytes:
     with zipfile.ZipFile(src) as z:
         manifest = z.read("MANIFEST").decode()
     lines = [
-        f"carton.toml={hashlib.sha256(toml).hexdigest()}" if line.startswith("carton.toml=")
+        f"carton.toml={hashlib.sha256(toml).hexdigest()}"
+        if line.startswith("carton.toml=")
         else line
         for line in manifest.splitlines()
     ]

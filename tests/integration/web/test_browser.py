@@ -84,6 +84,7 @@ def seed(base: str) -> dict[str, str]:
     """Push a realistic little catalogue; returns name -> manifest hash."""
     pushed: dict[str, str] = {}
     with httpx.Client(base_url=base, timeout=60) as http:
+
         def push(data: bytes) -> dict:
             r = http.post("/api/v1/cartons", content=data)
             assert r.status_code in (200, 201), r.text

@@ -64,12 +64,14 @@ def test_listing_totals_follow_pushes_and_deletes(client):
 
 
 def test_search_sort_and_pagination(client, registry_ctx):
-    for i, (name, desc, runner) in enumerate([
-        ("alpha-resnet", "Image classifier", "torchscript"),
-        ("bravo-bert", "Text encoder for search", "python"),
-        ("charlie-gpt", "Generates text", "python"),
-        ("delta-xgb", "Tabular model", "xgboost"),
-    ]):
+    for i, (name, desc, runner) in enumerate(
+        [
+            ("alpha-resnet", "Image classifier", "torchscript"),
+            ("bravo-bert", "Text encoder for search", "python"),
+            ("charlie-gpt", "Generates text", "python"),
+            ("delta-xgb", "Tabular model", "xgboost"),
+        ]
+    ):
         push(client, small_model(name, f"{desc}\n\nmore lines {i}", runner))
     assert model_names(page(client, "/?q=text")) == ["bravo-bert", "charlie-gpt"]
     assert model_names(page(client, "/?q=PYTHON")) == ["bravo-bert", "charlie-gpt"]
@@ -85,10 +87,14 @@ def test_search_sort_and_pagination(client, registry_ctx):
     base = datetime(2024, 1, 1, tzinfo=UTC)
     with registry_ctx.transaction() as s:
         for i, name in enumerate(["charlie-gpt", "alpha-resnet", "delta-xgb", "bravo-bert"]):
-            s.execute(update(Model).where(Model.name == name)
-                      .values(updated_at=base + timedelta(hours=i)))
+            s.execute(
+                update(Model).where(Model.name == name).values(updated_at=base + timedelta(hours=i))
+            )
     assert model_names(page(client, "/?sort=recent")) == [
-        "bravo-bert", "delta-xgb", "alpha-resnet", "charlie-gpt"
+        "bravo-bert",
+        "delta-xgb",
+        "alpha-resnet",
+        "charlie-gpt",
     ]
     assert 'aria-current="true">Recently pushed' in page(client, "/?sort=recent")
 
@@ -188,17 +194,19 @@ def test_misc_image_resolves_to_blob_url(client):
 
 
 def test_description_is_rendered_safely(client):
-    desc = "\n".join([
-        "# Title",
-        "<script>alert(1)</script>",
-        "[x](javascript:alert(1))",
-        "![i](http://evil/x.png)",
-        "<img src=x onerror=alert(1)>",
-        "[ok](https://example.com/docs)",
-        "[data](data:text/html;base64,PHNjcmlwdD4=)",
-        "[rel](relative/path) ![missing](@misc/nope.png)",
-        '<a href="javascript:alert(2)">raw</a>',
-    ])
+    desc = "\n".join(
+        [
+            "# Title",
+            "<script>alert(1)</script>",
+            "[x](javascript:alert(1))",
+            "![i](http://evil/x.png)",
+            "<img src=x onerror=alert(1)>",
+            "[ok](https://example.com/docs)",
+            "[data](data:text/html;base64,PHNjcmlwdD4=)",
+            "[rel](relative/path) ![missing](@misc/nope.png)",
+            '<a href="javascript:alert(2)">raw</a>',
+        ]
+    )
     sha = push(client, small_model("evil", desc))["manifest_sha256"]
     for url in ("/models/evil", f"/cartons/{sha}"):
         text = page(client, url)
@@ -208,7 +216,7 @@ def test_description_is_rendered_safely(client):
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
         assert "&lt;img src=x onerror=alert(1)&gt;" in md
         assert "[x](javascript:alert(1))" in md  # literal, inert text
-        assert "<a href=\"javascript" not in md and "onerror=alert(1)>" not in md
+        assert '<a href="javascript' not in md and "onerror=alert(1)>" not in md
         hrefs = re.findall(r'(?:href|src)="([^"]*)"', md)
         assert hrefs == ["https://example.com/docs"], hrefs
         assert "<h1>Title</h1>" in md

@@ -53,7 +53,8 @@ def write_zip_bytes(files: Mapping[str, bytes], method: int = 0) -> bytes:
 
 def bytes_range(data: bytes):
     def read_range(offset: int, length: int) -> Iterator[bytes]:
-        yield data[offset:offset + length]
+        yield data[offset : offset + length]
+
     return read_range
 
 
@@ -63,8 +64,9 @@ def layout_for(files: Mapping[str, bytes]) -> StoredZipLayout:
     )
 
 
-def std_zip(entries: list[tuple[stdzip.ZipInfo | str, bytes]],
-            compression: int = stdzip.ZIP_STORED) -> bytes:
+def std_zip(
+    entries: list[tuple[stdzip.ZipInfo | str, bytes]], compression: int = stdzip.ZIP_STORED
+) -> bytes:
     """A zip written by the stdlib (for entries our writer refuses to make)."""
     buf = io.BytesIO()
     with stdzip.ZipFile(buf, "w", compression=compression) as z:
@@ -78,14 +80,19 @@ def central_headers(data: bytes) -> Iterator[tuple[int, str]]:
     z = stdzip.ZipFile(io.BytesIO(data))
     pos = z.start_dir
     for _ in z.infolist():
-        assert data[pos:pos + 4] == b"PK\x01\x02"
+        assert data[pos : pos + 4] == b"PK\x01\x02"
         n, m, k = struct.unpack_from("<3H", data, pos + 28)
-        yield pos, data[pos + 46:pos + 46 + n].decode("utf-8", "replace")
+        yield pos, data[pos + 46 : pos + 46 + n].decode("utf-8", "replace")
         pos += 46 + n + m + k
 
 
-_CENTRAL_FIELDS = {"flags": (8, "<H"), "method": (10, "<H"), "crc": (16, "<L"),
-                   "csize": (20, "<L"), "size": (24, "<L")}
+_CENTRAL_FIELDS = {
+    "flags": (8, "<H"),
+    "method": (10, "<H"),
+    "crc": (16, "<L"),
+    "csize": (20, "<L"),
+    "size": (24, "<L"),
+}
 
 
 def patch_central(data: bytes, name: str, **fields: int) -> bytes:

@@ -36,7 +36,10 @@ def test_05_linked_files_have_no_size():
     r = inspect_carton(fixture_carton("05"))
     linked = [f for f in r["files"] if f.get("linked")]
     assert sorted(f["path"] for f in linked) == [
-        "misc/_example_misc_file_0", "misc/diagram.png", "model/vocab.txt"]
+        "misc/_example_misc_file_0",
+        "misc/diagram.png",
+        "model/vocab.txt",
+    ]
     assert all(set(f) == {"path", "sha256", "linked"} for f in linked)
     assert r["manifest_sha256"] == inspect_carton(fixture_carton("03"))["manifest_sha256"]
 
@@ -44,8 +47,13 @@ def test_05_linked_files_have_no_size():
 def test_02_description():
     r = inspect_carton(fixture_carton("02"))
     assert r["model_name"] == "selftest_identity"
-    assert r["inputs"][0] == {"name": "x", "dtype": "float32", "shape": ["batch_size", 3],
-                              "description": "input x", "internal_name": None}
+    assert r["inputs"][0] == {
+        "name": "x",
+        "dtype": "float32",
+        "shape": ["batch_size", 3],
+        "description": "input x",
+        "internal_name": None,
+    }
     assert r["inputs"][2]["shape"] == "u_shape" and r["inputs"][3]["shape"] == []
     assert r["runner"]["opts"]["mode"] == "eval"
 
@@ -99,18 +107,31 @@ def test_bad_config_and_references(tmp_path):
     assert any("unsupported spec_version 2" in x for x in r["problems"])
     assert r["runner"] is None
 
-    toml = (b'spec_version = 1\nmodel_name = "m"\n[[input]]\nname = "x"\ndtype = "int32"\n'
-            b'shape = [2]\n[[output]]\nname = "y"\ndtype = "int32"\nshape = [2]\n'
-            b'[[self_test]]\ninputs = { x = "@tensor_data/t0" }\n'
-            b'expected_out = { y = "@tensor_data/nope" }\n'
-            b'[[example]]\ninputs = { x = "@misc/in.png" }\nsample_out = { y = "@misc/gone" }\n'
-            b'[runner]\nrunner_name = "r"\nrequired_framework_version = "=1"\n')
-    index = write_tensor_index([TensorIndexEntry("t0", "int32", (2,), "tensor_0.bin"),
-                                TensorIndexEntry("t1", "int32", (3,), "tensor_1.bin")])
+    toml = (
+        b'spec_version = 1\nmodel_name = "m"\n[[input]]\nname = "x"\ndtype = "int32"\n'
+        b'shape = [2]\n[[output]]\nname = "y"\ndtype = "int32"\nshape = [2]\n'
+        b'[[self_test]]\ninputs = { x = "@tensor_data/t0" }\n'
+        b'expected_out = { y = "@tensor_data/nope" }\n'
+        b'[[example]]\ninputs = { x = "@misc/in.png" }\nsample_out = { y = "@misc/gone" }\n'
+        b'[runner]\nrunner_name = "r"\nrequired_framework_version = "=1"\n'
+    )
+    index = write_tensor_index(
+        [
+            TensorIndexEntry("t0", "int32", (2,), "tensor_0.bin"),
+            TensorIndexEntry("t1", "int32", (3,), "tensor_1.bin"),
+        ]
+    )
     two = encode_numeric(np.array([1, 2], dtype=np.int32))
-    files = carton_files({"carton.toml": toml, "tensor_data/index.toml": index,
-                          "tensor_data/tensor_0.bin": two, "tensor_data/tensor_1.bin": two,
-                          "misc/in.png": b"png", "model/m": b""})
+    files = carton_files(
+        {
+            "carton.toml": toml,
+            "tensor_data/index.toml": index,
+            "tensor_data/tensor_0.bin": two,
+            "tensor_data/tensor_1.bin": two,
+            "misc/in.png": b"png",
+            "model/m": b"",
+        }
+    )
     r = inspect_carton(_write(tmp_path, files, 93))
     assert r["model_name"] == "m"
     probs = r["problems"]

@@ -55,14 +55,14 @@ def _entries(size: int, digest: str) -> list[ZipEntry]:
 
     def const(data: bytes):
         def read_range(offset: int, length: int) -> Iterator[bytes]:
-            yield data[offset:offset + length]
+            yield data[offset : offset + length]
+
         return read_range
 
     return [
         ZipEntry("carton.toml", len(MINIMAL_TOML), zlib.crc32(MINIMAL_TOML), const(MINIMAL_TOML)),
         ZipEntry("model/big.bin", size, crc32_zeros(size), zeros_range),
-        ZipEntry("MANIFEST", len(manifest.raw), zlib.crc32(manifest.raw),
-                 const(manifest.raw)),
+        ZipEntry("MANIFEST", len(manifest.raw), zlib.crc32(manifest.raw), const(manifest.raw)),
     ]
 
 
@@ -97,11 +97,14 @@ def test_one_gib_zstd_member_streamed_bounded_memory(tmp_path):
     tracemalloc.start()
     try:
         with open(path, "wb") as f:
-            write_zip(f, [
-                ("carton.toml", lambda: io.BytesIO(MINIMAL_TOML), 93),
-                ("model/big.bin", lambda: ZeroReader(size), 93),
-                ("MANIFEST", lambda: io.BytesIO(manifest.raw), 0),
-            ])
+            write_zip(
+                f,
+                [
+                    ("carton.toml", lambda: io.BytesIO(MINIMAL_TOML), 93),
+                    ("model/big.bin", lambda: ZeroReader(size), 93),
+                    ("MANIFEST", lambda: io.BytesIO(manifest.raw), 0),
+                ],
+            )
         # zeros compress far beyond the default ratio limit; raise it for this test
         limits = ArchiveLimits(max_compression_ratio=1e9)
         with CartonArchive.open(path, limits) as a:

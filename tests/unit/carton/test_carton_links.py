@@ -26,23 +26,29 @@ def test_fixture_05_links_round_trip():
 def test_write_is_sorted_and_deterministic():
     b = "b" * 64
     raw = write_links({b: ["https://x/1"], H: ["http://y/2", "http://z/3"]})
-    assert raw == (
-        f'version = 1\n\n[urls]\n{H} = ["http://y/2", "http://z/3"]\n{b} = ["https://x/1"]\n'
-    ).encode()
+    assert (
+        raw
+        == (
+            f'version = 1\n\n[urls]\n{H} = ["http://y/2", "http://z/3"]\n{b} = ["https://x/1"]\n'
+        ).encode()
+    )
     assert parse_links(raw) == {H: ["http://y/2", "http://z/3"], b: ["https://x/1"]}
     assert write_links({}) == b"version = 1\n\n[urls]\n"
 
 
-@pytest.mark.parametrize("raw,why", [
-    (b"version = 2\n[urls]\n", "unsupported version"),
-    (b"[urls]\n", "unsupported version"),
-    (f'version = 1\n[urls]\n{"A" * 64} = ["http://x/"]\n'.encode(), "sha256"),
-    (b'version = 1\n[urls]\nabc = ["http://x/"]\n', "sha256"),
-    (f"version = 1\n[urls]\n{H} = []\n".encode(), "non-empty"),
-    (f'version = 1\n[urls]\n{H} = ["ftp://x/"]\n'.encode(), "http"),
-    (f"version = 1\n[urls]\n{H} = [1]\n".encode(), "http"),
-    (b"version = ", "TOML"),
-])
+@pytest.mark.parametrize(
+    "raw,why",
+    [
+        (b"version = 2\n[urls]\n", "unsupported version"),
+        (b"[urls]\n", "unsupported version"),
+        (f'version = 1\n[urls]\n{"A" * 64} = ["http://x/"]\n'.encode(), "sha256"),
+        (b'version = 1\n[urls]\nabc = ["http://x/"]\n', "sha256"),
+        (f"version = 1\n[urls]\n{H} = []\n".encode(), "non-empty"),
+        (f'version = 1\n[urls]\n{H} = ["ftp://x/"]\n'.encode(), "http"),
+        (f"version = 1\n[urls]\n{H} = [1]\n".encode(), "http"),
+        (b"version = ", "TOML"),
+    ],
+)
 def test_bad_links(raw, why):
     with pytest.raises(CartonFormatError, match=why):
         parse_links(raw)

@@ -40,45 +40,71 @@ def test_build_sorts_bytewise_and_terminates_lines():
     assert [e.path for e in m] == ["Z", "a", "a b", "b", "é"]
 
 
-@pytest.mark.parametrize("path", [
-    "a b/c d.txt", "x=y", "a==b=", "#hash", "100%", "日本語/ファイル", "emoji 🥳", ".hidden",
-    "model/.carton/carton.lock", "...", "a.b/c..d",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "a b/c d.txt",
+        "x=y",
+        "a==b=",
+        "#hash",
+        "100%",
+        "日本語/ファイル",
+        "emoji 🥳",
+        ".hidden",
+        "model/.carton/carton.lock",
+        "...",
+        "a.b/c..d",
+    ],
+)
 def test_odd_but_valid_paths(path):
     validate_member_path(path)
     m = parse_manifest(f"{path}={H}\n".encode())
     assert m.entries[0].path == path and m.entries[0].sha256 == H
 
 
-@pytest.mark.parametrize("path,why", [
-    ("", "empty"), ("/abs", "absolute"), ("a\\b", "backslash"), ("a\x00b", "NUL"),
-    ("a\nb", "newline"), ("a\rb", "carriage return"), ("a/../b", "'..'"), ("./a", "'.'"),
-    ("a//b", "empty segment"), ("a/", "ends with"), ("..", "'..'"),
-])
+@pytest.mark.parametrize(
+    "path,why",
+    [
+        ("", "empty"),
+        ("/abs", "absolute"),
+        ("a\\b", "backslash"),
+        ("a\x00b", "NUL"),
+        ("a\nb", "newline"),
+        ("a\rb", "carriage return"),
+        ("a/../b", "'..'"),
+        ("./a", "'.'"),
+        ("a//b", "empty segment"),
+        ("a/", "ends with"),
+        ("..", "'..'"),
+    ],
+)
 def test_bad_paths(path, why):
     with pytest.raises(CartonFormatError, match=why):
         validate_member_path(path)
 
 
-@pytest.mark.parametrize("raw,why", [
-    (b"", "empty"),
-    (f"a={H}".encode(), "newline-terminated"),
-    (b"a=" + b"0" * 63 + b"\n", "not a lowercase hex sha256"),
-    (b"a=" + b"A" * 64 + b"\n", "not a lowercase hex sha256"),
-    (b"a=" + b"g" * 64 + b"\n", "not a lowercase hex sha256"),
-    (f"a {H}\n".encode(), "expected 'path=sha256'"),
-    (f"a={H} \n".encode(), "not a lowercase hex sha256"),
-    (f"b={H}\na={H}\n".encode(), "line 2 .*not sorted"),
-    (f"a={H}\na={H2}\n".encode(), "line 2 .*duplicate"),
-    (f"a={H}\n\n".encode(), "line 2"),
-    (f"a={H}\r\n".encode(), "carriage return"),
-    (f"/a={H}\n".encode(), "absolute"),
-    (f"a/../b={H}\n".encode(), "'..'"),
-    (f"a\\b={H}\n".encode(), "backslash"),
-    (f"a//b={H}\n".encode(), "empty segment"),
-    (b"\xff=" + H.encode() + b"\n", "UTF-8"),
-    (f"={H}\n".encode(), "line 1: empty path"),
-])
+@pytest.mark.parametrize(
+    "raw,why",
+    [
+        (b"", "empty"),
+        (f"a={H}".encode(), "newline-terminated"),
+        (b"a=" + b"0" * 63 + b"\n", "not a lowercase hex sha256"),
+        (b"a=" + b"A" * 64 + b"\n", "not a lowercase hex sha256"),
+        (b"a=" + b"g" * 64 + b"\n", "not a lowercase hex sha256"),
+        (f"a {H}\n".encode(), "expected 'path=sha256'"),
+        (f"a={H} \n".encode(), "not a lowercase hex sha256"),
+        (f"b={H}\na={H}\n".encode(), "line 2 .*not sorted"),
+        (f"a={H}\na={H2}\n".encode(), "line 2 .*duplicate"),
+        (f"a={H}\n\n".encode(), "line 2"),
+        (f"a={H}\r\n".encode(), "carriage return"),
+        (f"/a={H}\n".encode(), "absolute"),
+        (f"a/../b={H}\n".encode(), "'..'"),
+        (f"a\\b={H}\n".encode(), "backslash"),
+        (f"a//b={H}\n".encode(), "empty segment"),
+        (b"\xff=" + H.encode() + b"\n", "UTF-8"),
+        (f"={H}\n".encode(), "line 1: empty path"),
+    ],
+)
 def test_malformed_manifests(raw, why):
     with pytest.raises(CartonFormatError, match=why):
         parse_manifest(raw)

@@ -65,16 +65,28 @@ def test_fixture_03_strings():
 
 
 def test_numeric_round_trip_all_dtypes():
-    for dtype in ("float32", "float64", "int8", "int16", "int32", "int64",
-                  "uint8", "uint16", "uint32", "uint64"):
+    for dtype in (
+        "float32",
+        "float64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+    ):
         arr = (np.arange(24) % 7).astype(dtype).reshape(2, 3, 4)
         raw = encode_numeric(arr)
         assert len(raw) == arr.nbytes
         assert np.array_equal(decode_numeric(raw, dtype, (2, 3, 4)), arr)
     big_endian = np.array([1, 2], dtype=">i4")
     assert encode_numeric(big_endian) == b"\x01\0\0\0\x02\0\0\0"
-    assert encode_numeric(np.arange(6, dtype="<i2").reshape(2, 3).T) == np.arange(
-        6, dtype="<i2").reshape(2, 3).T.copy().tobytes()
+    assert (
+        encode_numeric(np.arange(6, dtype="<i2").reshape(2, 3).T)
+        == np.arange(6, dtype="<i2").reshape(2, 3).T.copy().tobytes()
+    )
 
 
 def test_numeric_size_checked():
@@ -95,7 +107,8 @@ def test_string_tensor_round_trip_and_count():
         decode_string_tensor(raw, (3,))
     assert encode_string_tensor(["x"]) == b"data = ['x']\n"
     assert encode_string_tensor(np.array([["a", "b"]], dtype=object)) == (
-        b"data = [\n    'a',\n    'b',\n]\n")
+        b"data = [\n    'a',\n    'b',\n]\n"
+    )
 
 
 def test_nested_tensor():
@@ -106,29 +119,42 @@ def test_nested_tensor():
     ]
     raw = write_tensor_index(entries)
     assert parse_tensor_index(raw) == entries
-    files = {"tensor_data/tensor_0.bin": encode_numeric(np.array([1, 2], dtype=np.int32)),
-             "tensor_data/tensor_1.toml": encode_string_tensor(["z"])}
+    files = {
+        "tensor_data/tensor_0.bin": encode_numeric(np.array([1, 2], dtype=np.int32)),
+        "tensor_data/tensor_1.toml": encode_string_tensor(["z"]),
+    }
     out = load_tensor(entries[0], files.__getitem__, {e.name: e for e in entries})
     assert out[0].tolist() == [1, 2] and out[1].tolist() == ["z"]
     with pytest.raises(CartonFormatError, match="needs the tensor index"):
         load_tensor(entries[0], files.__getitem__)
 
 
-@pytest.mark.parametrize("raw,why", [
-    (b"", "'tensor' must be an array"),
-    (b"[[tensor]]\nname = 'a'\ndtype = 'float32'\nshape = [1]\nfile = 'a.bin'\n", "inner"),
-    (b"[[tensor]]\nname = 'a'\ndtype = 'bool'\nshape = [1]\nfile = 'a.bin'\ninner = []\n",
-     "unknown dtype"),
-    (b"[[tensor]]\nname = 'a'\ndtype = 'int8'\nshape = [-1]\nfile = 'a.bin'\ninner = []\n",
-     "shape"),
-    (b"[[tensor]]\nname = 'a'\ndtype = 'int8'\nshape = [1]\ninner = []\n", "file is required"),
-    (b"[[tensor]]\nname = 'a'\ndtype = 'int8'\nshape = [1]\nfile = '../x'\ninner = []\n",
-     "bad file"),
-    (b"[[tensor]]\nname = 'a'\ndtype = 'int8'\nshape = [1]\nfile = 'a'\ninner = []\n"
-     b"[[tensor]]\nname = 'a'\ndtype = 'int8'\nshape = [1]\nfile = 'b'\ninner = []\n",
-     "duplicate"),
-    (b"[[tensor]]\nname = 'n'\ndtype = 'nested'\ninner = ['zz']\n", "not listed"),
-])
+@pytest.mark.parametrize(
+    "raw,why",
+    [
+        (b"", "'tensor' must be an array"),
+        (b"[[tensor]]\nname = 'a'\ndtype = 'float32'\nshape = [1]\nfile = 'a.bin'\n", "inner"),
+        (
+            b"[[tensor]]\nname = 'a'\ndtype = 'bool'\nshape = [1]\nfile = 'a.bin'\ninner = []\n",
+            "unknown dtype",
+        ),
+        (
+            b"[[tensor]]\nname = 'a'\ndtype = 'int8'\nshape = [-1]\nfile = 'a.bin'\ninner = []\n",
+            "shape",
+        ),
+        (b"[[tensor]]\nname = 'a'\ndtype = 'int8'\nshape = [1]\ninner = []\n", "file is required"),
+        (
+            b"[[tensor]]\nname = 'a'\ndtype = 'int8'\nshape = [1]\nfile = '../x'\ninner = []\n",
+            "bad file",
+        ),
+        (
+            b"[[tensor]]\nname = 'a'\ndtype = 'int8'\nshape = [1]\nfile = 'a'\ninner = []\n"
+            b"[[tensor]]\nname = 'a'\ndtype = 'int8'\nshape = [1]\nfile = 'b'\ninner = []\n",
+            "duplicate",
+        ),
+        (b"[[tensor]]\nname = 'n'\ndtype = 'nested'\ninner = ['zz']\n", "not listed"),
+    ],
+)
 def test_bad_index(raw, why):
     with pytest.raises(CartonFormatError, match=why):
         parse_tensor_index(raw)

@@ -33,6 +33,7 @@ from .carton_testlib import (
 
 # --- the reference packer's cartons ----------------------------------------------
 
+
 def test_all_fixtures_present():
     assert {p.name[:2] for p in FIXTURE_CARTONS} >= {"01", "02", "03", "05", "py"}
 
@@ -69,7 +70,10 @@ def test_05_slim_form():
         assert a.members["LINKS"].raw_name == "/LINKS"
         assert a.members["MANIFEST"].method == 93
         assert sorted(a.missing_paths()) == [
-            "misc/_example_misc_file_0", "misc/diagram.png", "model/vocab.txt"]
+            "misc/_example_misc_file_0",
+            "misc/diagram.png",
+            "model/vocab.txt",
+        ]
         missing_hashes = {a.manifest.get(p).sha256 for p in a.missing_paths()}
         assert a.links is not None and set(a.links) == missing_hashes
         assert a.unresolvable_paths() == []
@@ -88,7 +92,8 @@ def test_02_identical_files_under_different_paths():
             by_hash.setdefault(e.sha256, []).append(e.path)
         assert max(len(v) for v in by_hash.values()) == 4
         assert a.read_bytes("tensor_data/tensor_1.bin", 100) == a.read_bytes(
-            "tensor_data/tensor_3.bin", 100)
+            "tensor_data/tensor_3.bin", 100
+        )
 
 
 def test_01_members_are_zstd_without_dirs():
@@ -120,6 +125,7 @@ def test_read_bytes_limit():
 
 
 # --- distrust: crafted archives -------------------------------------------------
+
 
 def _open(data: bytes, **limits) -> CartonArchive:
     return CartonArchive.open(io.BytesIO(data), ArchiveLimits(**limits))
@@ -179,14 +185,17 @@ def test_carton_toml_limit():
         _open(data, max_carton_toml_bytes=10)
 
 
-@pytest.mark.parametrize("name,why", [
-    ("/etc/passwd", "absolute"),
-    ("../evil", "'\\.\\.'"),
-    ("model/../../evil", "'\\.\\.'"),
-    ("model\\evil", "backslash"),
-    ("model//x", "empty segment"),
-    ("./model/x", "'\\.'"),
-])
+@pytest.mark.parametrize(
+    "name,why",
+    [
+        ("/etc/passwd", "absolute"),
+        ("../evil", "'\\.\\.'"),
+        ("model/../../evil", "'\\.\\.'"),
+        ("model\\evil", "backslash"),
+        ("model//x", "empty segment"),
+        ("./model/x", "'\\.'"),
+    ],
+)
 def test_bad_member_names(name, why):
     files = carton_files({"model/a": b"a"})
     with pytest.raises(CartonFormatError, match=why):
@@ -275,8 +284,9 @@ def test_member_inflating_past_declared_size(method):
     payload = bytes(range(256)) * 40
     files = carton_files({"model/a": payload})
     short = payload[:1000]
-    data = patch_central(write_zip_bytes(files, method), "model/a",
-                         size=len(short), crc=zlib.crc32(short))
+    data = patch_central(
+        write_zip_bytes(files, method), "model/a", size=len(short), crc=zlib.crc32(short)
+    )
     if method == 8:  # the stdlib reader silently truncates: why we check ourselves
         assert stdzip.ZipFile(io.BytesIO(data)).read("model/a") == short
     with _open(data) as a, pytest.raises(CartonFormatError, match="inflates past"):
@@ -299,8 +309,7 @@ def test_member_shorter_than_declared(method):
 def test_bad_crc(method):
     payload = b"hello world" * 50
     files = carton_files({"model/a": payload})
-    data = patch_central(write_zip_bytes(files, method), "model/a",
-                         crc=zlib.crc32(payload) ^ 1)
+    data = patch_central(write_zip_bytes(files, method), "model/a", crc=zlib.crc32(payload) ^ 1)
     with _open(data) as a, pytest.raises(CartonFormatError, match="CRC-32 mismatch"):
         a.read_bytes("model/a", 1 << 20)
 
@@ -311,7 +320,7 @@ def test_corrupt_compressed_data(method):
     files = carton_files({"model/a": payload})
     data = bytearray(write_zip_bytes(files, method))
     idx = data.index(b"model/a") + len(b"model/a") + 5  # inside the compressed stream
-    data[idx:idx + 20] = b"\xff" * 20
+    data[idx : idx + 20] = b"\xff" * 20
     with _open(bytes(data)) as a, pytest.raises(CartonFormatError):
         a.read_bytes("model/a", 1 << 20)
 
@@ -323,20 +332,24 @@ def _symlink(name: str, target: str) -> tuple[stdzip.ZipInfo, bytes]:
     return info, target.encode()
 
 
-def _with_links(real: dict[str, bytes], links: dict[str, str],
-                link_hashes: dict[str, str] | None = None) -> bytes:
+def _with_links(
+    real: dict[str, bytes], links: dict[str, str], link_hashes: dict[str, str] | None = None
+) -> bytes:
     entries = {**real, "carton.toml": carton_files({})["carton.toml"]}
     manifest = [(p, sha(d)) for p, d in entries.items()]
     manifest += [(p, (link_hashes or {}).get(p, "0" * 64)) for p in links]
     raw = build_manifest(manifest).raw
-    return std_zip([*entries.items(), *(_symlink(n, t) for n, t in links.items()),
-                    ("MANIFEST", raw)])
+    return std_zip(
+        [*entries.items(), *(_symlink(n, t) for n, t in links.items()), ("MANIFEST", raw)]
+    )
 
 
 def test_symlink_resolves_inside_carton():
-    data = _with_links({"model/real.bin": b"REAL"},
-                       {"model/sub/link.bin": "../real.bin", "model/link2": "sub/link.bin"},
-                       {"model/sub/link.bin": sha(b"REAL"), "model/link2": sha(b"REAL")})
+    data = _with_links(
+        {"model/real.bin": b"REAL"},
+        {"model/sub/link.bin": "../real.bin", "model/link2": "sub/link.bin"},
+        {"model/sub/link.bin": sha(b"REAL"), "model/link2": sha(b"REAL")},
+    )
     with _open(data) as a:
         assert a.members["model/sub/link.bin"].symlink_target == "model/real.bin"
         assert a.members["model/link2"].symlink_target == "model/real.bin"
@@ -345,13 +358,16 @@ def test_symlink_resolves_inside_carton():
         assert "model/link2" in a.present_paths()
 
 
-@pytest.mark.parametrize("target,why", [
-    ("../../etc/passwd", "outside the carton"),
-    ("/etc/passwd", "outside the carton"),
-    ("../../../model/real.bin", "outside the carton"),
-    ("missing.bin", "not a file in the carton"),
-    ("../MANIFEST", "not a file in the carton"),
-])
+@pytest.mark.parametrize(
+    "target,why",
+    [
+        ("../../etc/passwd", "outside the carton"),
+        ("/etc/passwd", "outside the carton"),
+        ("../../../model/real.bin", "outside the carton"),
+        ("missing.bin", "not a file in the carton"),
+        ("../MANIFEST", "not a file in the carton"),
+    ],
+)
 def test_symlink_escaping_or_dangling(target, why):
     data = _with_links({"model/real.bin": b"REAL"}, {"model/link": target})
     with pytest.raises(CartonFormatError, match=why):
@@ -380,10 +396,17 @@ def test_non_utf8_flag_names_decoded_as_utf8():
 def test_inflation_detected_even_when_reading_exactly_declared_size(method):
     payload = bytes(range(256)) * 40
     short = payload[:1000]
-    data = patch_central(write_zip_bytes(carton_files({"model/a": payload}), method), "model/a",
-                         size=len(short), crc=zlib.crc32(short))
-    with _open(data) as a, a.open_member("model/a") as r, pytest.raises(
-            CartonFormatError, match="inflates past"):
+    data = patch_central(
+        write_zip_bytes(carton_files({"model/a": payload}), method),
+        "model/a",
+        size=len(short),
+        crc=zlib.crc32(short),
+    )
+    with (
+        _open(data) as a,
+        a.open_member("model/a") as r,
+        pytest.raises(CartonFormatError, match="inflates past"),
+    ):
         r.read(1000)
 
 

@@ -31,9 +31,7 @@ from .carton_testlib import (
     zeros_range,
 )
 
-_SEGMENT_CHARS = st.characters(
-    blacklist_categories=("Cs",), blacklist_characters="/\\\x00\n\r"
-)
+_SEGMENT_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="/\\\x00\n\r")
 segment = st.text(_SEGMENT_CHARS, min_size=1, max_size=12).filter(lambda s: s not in (".", ".."))
 member_path = st.lists(segment, min_size=1, max_size=3).map("/".join)
 
@@ -43,14 +41,18 @@ def _no_prefix_clash(paths: list[str]) -> bool:
     return not any(p + "/" == q[: len(p) + 1] for p in s for q in s if p != q)
 
 
-cartons = st.dictionaries(
-    member_path.map(lambda p: "model/" + p) | st.sampled_from(["misc/a=b #1 %20.png", "x y"]),
-    st.binary(max_size=3000) | st.sampled_from([b"", bytes(5000), b"ab" * 4000]),
-    min_size=0, max_size=8,
-).filter(lambda d: _no_prefix_clash(list(d))).map(carton_files)
+cartons = (
+    st.dictionaries(
+        member_path.map(lambda p: "model/" + p) | st.sampled_from(["misc/a=b #1 %20.png", "x y"]),
+        st.binary(max_size=3000) | st.sampled_from([b"", bytes(5000), b"ab" * 4000]),
+        min_size=0,
+        max_size=8,
+    )
+    .filter(lambda d: _no_prefix_clash(list(d)))
+    .map(carton_files)
+)
 
-SETTINGS = settings(max_examples=40, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _read_all(data: bytes) -> dict[str, bytes]:
@@ -101,12 +103,17 @@ def test_layout_reads_only_requested_member_ranges():
     def rr(name: str, payload: bytes):
         def read_range(offset: int, length: int):
             calls.append((name, offset, length))
-            yield payload[offset:offset + length]
+            yield payload[offset : offset + length]
+
         return read_range
 
     a, b = b"A" * 1000, b"B" * 1000
-    layout = StoredZipLayout([ZipEntry("a", 1000, zlib.crc32(a), rr("a", a)),
-                              ZipEntry("b", 1000, zlib.crc32(b), rr("b", b))])
+    layout = StoredZipLayout(
+        [
+            ZipEntry("a", 1000, zlib.crc32(a), rr("a", a)),
+            ZipEntry("b", 1000, zlib.crc32(b), rr("b", b)),
+        ]
+    )
     list(layout.iter_bytes(layout.size - 100))  # central directory only
     assert calls == []
     data_a = 30 + 1  # local header + name
@@ -157,10 +164,14 @@ def test_zip64_layout_over_4gib():
     toml = manifest_files["carton.toml"]
     raw_manifest = manifest_files["MANIFEST"]
     entries = [
-        ZipEntry("carton.toml", len(toml), zlib.crc32(toml), lambda o, n: iter([toml[o:o + n]])),
+        ZipEntry("carton.toml", len(toml), zlib.crc32(toml), lambda o, n: iter([toml[o : o + n]])),
         ZipEntry("model/big.bin", big, 0, zeros_range),  # CRC unused: never read whole
-        ZipEntry("MANIFEST", len(raw_manifest), zlib.crc32(raw_manifest),
-                 lambda o, n: iter([raw_manifest[o:o + n]])),
+        ZipEntry(
+            "MANIFEST",
+            len(raw_manifest),
+            zlib.crc32(raw_manifest),
+            lambda o, n: iter([raw_manifest[o : o + n]]),
+        ),
     ]
     layout = StoredZipLayout(entries)
     assert layout.size > big
@@ -204,5 +215,6 @@ def test_reference_fixture_rebuilt_stored_matches_manifest(fixtures_dir):
     data = b"".join(layout_for(files).iter_bytes())
     with CartonArchive.open(io.BytesIO(data)) as b:
         assert b.manifest_sha256 == h
-        assert all(sha(b.read_bytes(p, 1 << 20)) == b.manifest.get(p).sha256
-                   for p in b.present_paths())
+        assert all(
+            sha(b.read_bytes(p, 1 << 20)) == b.manifest.get(p).sha256 for p in b.present_paths()
+        )
