@@ -1,7 +1,12 @@
-"""The RegistryError hierarchy: every error a user can cause maps to one HTTP status.
+"""Errors a client can cause, named by what went wrong.
 
-Services raise these; the HTTP layer turns them into ``{"error": message}`` with
-``status``; the CLI prints the message and exits non-zero.
+Services raise these; they carry a message and nothing about HTTP. Each
+derives from one *kind* (``InvalidRequest``, ``NotFound``, ``Conflict``, ...),
+and ``registry.http.errors.STATUS_BY_ERROR`` is the one table that maps kinds
+to statuses and the ``{"error": message}`` body. The CLI prints the message and
+exits non-zero. The blob store (``registry.blobstore.errors``) and the carton
+format (``registry.carton.errors``) raise their own errors; the same table
+translates them.
 """
 
 from __future__ import annotations
@@ -10,73 +15,155 @@ from __future__ import annotations
 class RegistryError(Exception):
     """Base of every error the registry reports to a client."""
 
-    status: int = 500
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        if status is not None:
-            self.status = status
 
     def __str__(self) -> str:
         return self.message
 
 
-class BadRequest(RegistryError):
-    status = 400
+# --- kinds (the HTTP edge maps each to one status) ------------------------------------
 
 
-class InvalidCarton(BadRequest):
-    """The uploaded bytes are not a valid carton (zip, MANIFEST, carton.toml, ...)."""
-
-    status = 400
+class InvalidRequest(RegistryError):
+    """The request is malformed or breaks a documented rule."""
 
 
-class DigestMismatch(InvalidCarton):
-    """Bytes do not hash to the sha256 they claim."""
+class AuthenticationRequired(RegistryError):
+    """No token, or one the registry does not know."""
 
-    status = 400
-
-
-class Unauthorized(RegistryError):
-    status = 401
+    def __init__(self, message: str, *, challenge: str = "") -> None:
+        super().__init__(message)
+        self.challenge = challenge
 
 
-class Forbidden(RegistryError):
-    status = 403
+class PermissionDenied(RegistryError):
+    """A known token whose scopes do not cover the request."""
+
+    def __init__(self, message: str, *, challenge: str = "") -> None:
+        super().__init__(message)
+        self.challenge = challenge
 
 
 class NotFound(RegistryError):
-    status = 404
+    """What the request names does not exist (or no longer does)."""
 
 
 class Conflict(RegistryError):
-    status = 409
+    """The request clashes with the registry's current state."""
 
 
 class PreconditionFailed(RegistryError):
-    status = 412
+    """A compare-and-swap (``If-Match``) lost."""
 
 
-class PayloadTooLarge(RegistryError):
-    status = 413
+class TooLarge(RegistryError):
+    """A body or archive over a configured limit."""
 
 
 class RangeNotSatisfiable(RegistryError):
-    status = 416
+    """A byte range that starts past the end."""
 
 
-class UnprocessableLinks(RegistryError):
+class Unprocessable(RegistryError):
+    """Well-formed, but something it depends on could not be had."""
+
+
+class NotSupported(RegistryError):
+    """A valid request for a feature the registry does not offer."""
+
+
+class Unavailable(RegistryError):
+    """A dependency (database, blob store) cannot be reached; retrying later may succeed."""
+
+    def __init__(self, message: str, *, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+# --- domain errors ---------------------------------------------------------------------
+
+
+class InvalidCarton(InvalidRequest):
+    """The uploaded bytes are not a valid carton (zip, MANIFEST, carton.toml, ...)."""
+
+
+class ManifestMismatch(InvalidCarton):
+    """Bytes do not hash to the sha256 their MANIFEST (or URL) names."""
+
+
+class InvalidDigest(InvalidRequest):
+    """Not a sha256 digest (64 lowercase hex digits)."""
+
+
+class InvalidName(InvalidRequest):
+    """A model name, tag or version outside its documented character set."""
+
+
+class InvalidReference(InvalidRequest):
+    """A reference (hash, ``name``, ``name:version``, ``name@tag``) that cannot be parsed."""
+
+
+class InvalidBody(InvalidRequest):
+    """A JSON or binary request body that does not have the documented shape."""
+
+
+class TruncatedUpload(InvalidRequest):
+    """The body ended before the ``Content-Length`` it announced."""
+
+
+class CartonNotFound(NotFound):
+    """No carton with that manifest hash."""
+
+
+class ModelNotFound(NotFound):
+    """No model with that name."""
+
+
+class VersionNotFound(NotFound):
+    """The model has no such version (or tag)."""
+
+
+class SelfTestNotFound(NotFound):
+    """The carton has no self test with that index."""
+
+
+class CartonNotRebuildable(Conflict):
+    """A stored carton whose MANIFEST cannot be rebuilt into a zip."""
+
+
+class GcBusy(Conflict):
+    """Another garbage collection holds the GC lock."""
+
+
+class TagMoved(PreconditionFailed):
+    """``If-Match`` named another manifest than the tag points at now."""
+
+
+class UploadTooLarge(TooLarge):
+    """A request body over its limit (declared or received)."""
+
+
+class ArchiveTooLarge(TooLarge):
+    """An archive over an unpacking limit (members, bytes, compression ratio)."""
+
+
+class LinkFetchFailed(Unprocessable):
     """A file missing from the zip could not be fetched through LINKS."""
 
-    status = 422
+
+class LinkHostNotAllowed(LinkFetchFailed):
+    """A LINKS URL names a host outside ``REGISTRY_LINK_FETCH_ALLOW`` (or a private address)."""
 
 
-class NotImplementedYet(RegistryError):
-    status = 501
+class NotImplementedYet(NotSupported):
+    """A part of a protocol the registry does not implement."""
 
 
-class StorageUnavailable(RegistryError):
-    """The blob store or database is unreachable; retrying later may succeed."""
+class StorageUnavailable(Unavailable):
+    """The blob store or database is unreachable, or holds something other than the index."""
 
-    status = 503
+
+class Overloaded(Unavailable):
+    """Too much work queued; the client should retry after ``retry_after`` seconds."""

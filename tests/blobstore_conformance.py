@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from registry.blobstore import BlobInfo, BlobNotFound, BlobStore, PutResult
-from registry.errors import DigestMismatch, NotFound
+from registry.errors import ManifestMismatch, NotFound
 
 MiB = 1024 * 1024
 
@@ -201,7 +201,7 @@ class BlobStoreConformance:
     def test_wrong_digest_leaves_nothing(self, store: BlobStore) -> None:
         data = b"these bytes"
         claimed = sha(b"other bytes")
-        with pytest.raises(DigestMismatch) as info:
+        with pytest.raises(ManifestMismatch) as info:
             store.put(claimed, io.BytesIO(data))
         message = str(info.value)
         assert claimed in message
@@ -216,7 +216,7 @@ class BlobStoreConformance:
         data = b"the real content"
         h = sha(data)
         store.put_bytes(h, data)
-        with pytest.raises(DigestMismatch):
+        with pytest.raises(ManifestMismatch):
             store.put(h, io.BytesIO(b"an impostor"))
         assert store.read_bytes(h) == data
         assert [i.sha256 for i in store.iter_blobs()] == [h]
@@ -224,7 +224,7 @@ class BlobStoreConformance:
     def test_wrong_digest_large_leaves_nothing(self, store: BlobStore) -> None:
         data = os.urandom(self.large_size)
         claimed = sha(b"something else")
-        with pytest.raises(DigestMismatch):
+        with pytest.raises(ManifestMismatch):
             store.put(claimed, TrickleStream(data))
         assert not store.exists(claimed)
         assert list(store.iter_blobs()) == []

@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from registry.errors import DigestMismatch, NotFound
+from registry.errors import ManifestMismatch, NotFound
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -94,8 +94,8 @@ def validate_range(start: int, end: int | None) -> None:
         raise ValueError(f"range end ({end}) is before its start ({start})")
 
 
-def digest_mismatch(expected: str, actual: str, size: int) -> DigestMismatch:
-    return DigestMismatch(
+def digest_mismatch(expected: str, actual: str, size: int) -> ManifestMismatch:
+    return ManifestMismatch(
         f"digest mismatch: expected sha256 {expected}, but the {size} bytes received "
         f"hash to {actual}"
     )
@@ -184,7 +184,7 @@ class BlobStore(abc.ABC):
         """Store the bytes of ``stream`` (read to EOF) under ``sha256``.
 
         Published atomically and only if the bytes hash to ``sha256``; otherwise
-        ``DigestMismatch`` and nothing is left behind. If the blob exists already,
+        ``ManifestMismatch`` and nothing is left behind. If the blob exists already,
         the stream is still read and verified, and ``created`` is False.
         """
 

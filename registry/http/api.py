@@ -10,7 +10,7 @@ import anyio
 import anyio.from_thread
 from litestar import Controller, Request, Response, delete, get, post, put
 
-from registry.errors import BadRequest
+from registry.errors import InvalidRequest, UploadTooLarge
 from registry.http.deps import read_body, spooled_request
 from registry.services import blobs as blob_service
 from registry.services import catalog
@@ -26,7 +26,7 @@ async def _json_body(request: Request) -> Any:
     try:
         return json.loads(body)
     except (ValueError, RecursionError) as exc:
-        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+        raise InvalidRequest(f"request body is not valid JSON: {exc}") from exc
 
 
 # JSON documents here are small (hash lists, tag moves): 16 MiB holds 200k hashes.
@@ -56,7 +56,7 @@ class ApiController(Controller):
         body = await _json_body(request)
         hashes = body.get("sha256") if isinstance(body, dict) else None
         if not isinstance(hashes, list):
-            raise BadRequest('body must be {"sha256": ["<hex>", ...]}')
+            raise InvalidRequest('body must be {"sha256": ["<hex>", ...]}')
         missing = await anyio.to_thread.run_sync(blob_service.missing_blobs, ctx, hashes)
         return {"missing": missing}
 
@@ -64,9 +64,7 @@ class ApiController(Controller):
     async def put_blob(self, request: Request, ctx: RegistryContext, sha256: str) -> Response:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > ctx.settings.max_upload_bytes:
-            raise BadRequest(
-                f"blob of {declared} bytes exceeds REGISTRY_MAX_UPLOAD_BYTES", status=413
-            )
+            raise UploadTooLarge(f"blob of {declared} bytes exceeds REGISTRY_MAX_UPLOAD_BYTES")
         stream = request.stream()
 
         def next_chunk() -> bytes:
@@ -113,13 +111,13 @@ class ApiController(Controller):
     ) -> dict[str, Any]:
         body = await _json_body(request)
         if not isinstance(body, dict):
-            raise BadRequest('body must be {"manifest_sha256": "..."} or {"version": N}')
+            raise InvalidRequest('body must be {"manifest_sha256": "..."} or {"version": N}')
         version = body.get("version")
         if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            raise BadRequest('"version" must be an integer')
+            raise InvalidRequest('"version" must be an integer')
         manifest = body.get("manifest_sha256")
         if manifest is not None and not isinstance(manifest, str):
-            raise BadRequest('"manifest_sha256" must be a string')
+            raise InvalidRequest('"manifest_sha256" must be a string')
         return await anyio.to_thread.run_sync(
             partial(
                 catalog.put_tag,

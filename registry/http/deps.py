@@ -10,7 +10,7 @@ import anyio
 from litestar import Request
 from litestar.datastructures import State
 
-from registry.errors import BadRequest, PayloadTooLarge
+from registry.errors import TruncatedUpload, UploadTooLarge
 from registry.services.context import RegistryContext
 from registry.services.uploads import upload_file
 
@@ -29,7 +29,7 @@ async def spooled_request(
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise PayloadTooLarge(
+        raise UploadTooLarge(
             f"upload of {declared} bytes exceeds REGISTRY_MAX_UPLOAD_BYTES ({max_bytes} bytes)"
         )
     with upload_file(ctx) as (path, out):
@@ -39,7 +39,7 @@ async def spooled_request(
         async for chunk in request.stream():
             total += len(chunk)
             if total > max_bytes:
-                raise PayloadTooLarge(
+                raise UploadTooLarge(
                     f"upload exceeds REGISTRY_MAX_UPLOAD_BYTES ({max_bytes} bytes)"
                 )
             pending.append(chunk)
@@ -51,7 +51,9 @@ async def spooled_request(
         if pending:
             await anyio.to_thread.run_sync(out.write, b"".join(pending))
         if declared is not None and declared.isdigit() and total != int(declared):
-            raise BadRequest(f"truncated upload: received {total} of {declared} bytes announced")
+            raise TruncatedUpload(
+                f"truncated upload: received {total} of {declared} bytes announced"
+            )
         yield path
 
 
@@ -59,7 +61,7 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
     """The whole body, for small documents only: 413 past ``max_bytes`` (declared or received)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise PayloadTooLarge(
+        raise UploadTooLarge(
             f"request body of {declared} bytes exceeds the limit of {max_bytes} bytes"
         )
     parts: list[bytes] = []
@@ -67,6 +69,6 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
     async for chunk in request.stream():
         total += len(chunk)
         if total > max_bytes:
-            raise PayloadTooLarge(f"request body exceeds the limit of {max_bytes} bytes")
+            raise UploadTooLarge(f"request body exceeds the limit of {max_bytes} bytes")
         parts.append(chunk)
     return b"".join(parts)

@@ -7,9 +7,39 @@ import logging
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException
 
-from registry.errors import RegistryError
+from registry import errors
+from registry.blobstore.base import BlobNotFound
+from registry.carton.errors import CartonFormatError, CartonLimitExceeded
 
 log = logging.getLogger("registry.http")
+
+# The one table from what went wrong to its HTTP status; the most specific class wins
+# (looked up along the exception's MRO).
+STATUS_BY_ERROR: dict[type[Exception], int] = {
+    errors.InvalidRequest: 400,
+    errors.AuthenticationRequired: 401,
+    errors.PermissionDenied: 403,
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+    errors.PreconditionFailed: 412,
+    errors.TooLarge: 413,
+    errors.RangeNotSatisfiable: 416,
+    errors.Unprocessable: 422,
+    errors.NotSupported: 501,
+    errors.Unavailable: 503,
+    BlobNotFound: 404,
+    CartonLimitExceeded: 413,
+    CartonFormatError: 400,
+}
+
+
+def status_of(exc: Exception) -> int:
+    """The status ``STATUS_BY_ERROR`` gives ``exc`` (500 for anything it does not list)."""
+    for cls in type(exc).__mro__:
+        status = STATUS_BY_ERROR.get(cls)
+        if status is not None:
+            return status
+    return 500
 
 
 _NON_PAGE_PREFIXES = ("/api/", "/v2", "/blobs/", "/metrics", "/healthz", "/static/")
@@ -56,8 +86,13 @@ def error_response(request: Request, status: int, message: str) -> Response:
     )
 
 
-def handle_registry_error(request: Request, exc: RegistryError) -> Response:
-    return error_response(request, exc.status, exc.message)
+def handle_registry_error(request: Request, exc: Exception) -> Response:
+    response = error_response(request, status_of(exc), str(exc))
+    if isinstance(exc, errors.AuthenticationRequired | errors.PermissionDenied) and exc.challenge:
+        response.headers["WWW-Authenticate"] = exc.challenge
+    if isinstance(exc, errors.Unavailable) and exc.retry_after is not None:
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def handle_http_exception(request: Request, exc: HTTPException) -> Response:
@@ -77,7 +112,8 @@ def handle_unexpected(request: Request, exc: Exception) -> Response:
 
 
 EXCEPTION_HANDLERS = {
-    RegistryError: handle_registry_error,
+    errors.RegistryError: handle_registry_error,
+    CartonFormatError: handle_registry_error,
     HTTPException: handle_http_exception,
     Exception: handle_unexpected,
 }

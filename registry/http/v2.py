@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 from litestar import MediaType, Request, Response, get, post
 
-from registry.errors import BadRequest, StorageUnavailable
+from registry.errors import InvalidRequest, StorageUnavailable
 from registry.http.deps import read_body
 from registry.services import triton
 from registry.services.context import RegistryContext
@@ -96,7 +96,7 @@ async def unload_model(request: Request, ctx: RegistryContext, name: str) -> Res
     params = triton.parse_load_body(await read_body(request, SMALL_BODY))
     dependents = params.get("unload_dependents", False)
     if not isinstance(dependents, bool):
-        raise BadRequest('"unload_dependents" must be a boolean')
+        raise InvalidRequest('"unload_dependents" must be a boolean')
     result = await anyio.to_thread.run_sync(triton.unload_model, ctx, name)
     return _json(result)
 
@@ -121,7 +121,7 @@ async def model_ready(ctx: RegistryContext, name: str, version: str | None = Non
     number = triton.parse_version(version)
     ready, reason = await anyio.to_thread.run_sync(triton.model_ready, ctx, name, number)
     if not ready:
-        raise BadRequest(f"model {name!r} is not ready: {reason}")
+        raise InvalidRequest(f"model {name!r} is not ready: {reason}")
     return _empty()
 
 
@@ -138,7 +138,7 @@ async def self_test_request(
     format: str = "binary",
 ) -> Response:
     if format not in ("binary", "json"):
-        raise BadRequest(f"invalid format {format!r}: binary or json")
+        raise InvalidRequest(f"invalid format {format!r}: binary or json")
     number = triton.parse_version(version)
     body, header_length = await anyio.to_thread.run_sync(
         partial(triton.self_test_request, ctx, name, number, index, binary=format == "binary")

@@ -206,7 +206,7 @@ def render_error_page(status: int, message: str) -> str:
     titles = {
         400: "Bad request",
         401: "Sign-in required",
-        403: "Forbidden",
+        403: "PermissionDenied",
         404: "Not found",
         405: "Method not allowed",
         500: "Something went wrong",

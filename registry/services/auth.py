@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import or_, select, update
 
 from registry.db.tables import ApiToken, utcnow
-from registry.errors import BadRequest, Conflict, NotFound
+from registry.errors import Conflict, InvalidRequest, NotFound
 from registry.services.context import RegistryContext
 
 SCOPES = ("pull", "push", "delete", "admin")
@@ -34,7 +34,7 @@ def expand_scopes(granted: str | list[str] | tuple[str, ...] | set[str]) -> froz
         if not name:
             continue
         if name not in SCOPES:
-            raise BadRequest(f"unknown scope {name!r} (use one of {', '.join(SCOPES)})")
+            raise InvalidRequest(f"unknown scope {name!r} (use one of {', '.join(SCOPES)})")
         result.update(SCOPES[: SCOPES.index(name) + 1])
     return frozenset(result)
 
@@ -98,11 +98,11 @@ def create_token(ctx: RegistryContext, name: str | None, scope: str) -> tuple[st
     """A new token; the plaintext is returned here once and never stored."""
     granted = expand_scopes(scope)
     if not granted:
-        raise BadRequest("a token needs a scope")
+        raise InvalidRequest("a token needs a scope")
     top = highest_scope(granted)
     assert top is not None
     if name is not None and (not name.strip() or len(name) > 255 or name.strip().isdigit()):
-        raise BadRequest("token name: 1-255 characters, not only digits (ids are numbers)")
+        raise InvalidRequest("token name: 1-255 characters, not only digits (ids are numbers)")
     token = new_token()
     with ctx.transaction() as session:
         if name:
@@ -175,5 +175,5 @@ def authenticate(ctx: RegistryContext, bearer: str | None) -> frozenset[str] | N
             pass
     try:
         return expand_scopes(row.scopes)
-    except BadRequest:
+    except InvalidRequest:
         return None

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from registry.carton.manifest import is_sha256
 from registry.db.tables import Blob, Carton, CartonFile, Model, Tag, Version, utcnow
-from registry.errors import BadRequest, NotFound, PreconditionFailed
+from registry.errors import InvalidRequest, NotFound, PreconditionFailed
 from registry.services import changes
 from registry.services.context import RegistryContext
 from registry.services.ingest import validate_model_name, validate_tag_name
@@ -31,7 +31,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def require_sha256(value: str, what: str = "manifest hash") -> str:
     if not is_sha256(value):
-        raise BadRequest(f"invalid {what} {value!r}: expected 64 lowercase hex characters")
+        raise InvalidRequest(f"invalid {what} {value!r}: expected 64 lowercase hex characters")
     return value
 
 
@@ -141,7 +141,7 @@ def _decode_cursor(cursor: str, *types: type) -> list[Any]:
         padded = cursor + "=" * (-len(cursor) % 4)
         values = json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise BadRequest(f"invalid cursor {cursor!r}") from exc
+        raise InvalidRequest(f"invalid cursor {cursor!r}") from exc
     if (
         not isinstance(values, list)
         or len(values) != len(types)
@@ -149,7 +149,7 @@ def _decode_cursor(cursor: str, *types: type) -> list[Any]:
             isinstance(v, t) and not isinstance(v, bool) for v, t in zip(values, types, strict=True)
         )
     ):
-        raise BadRequest(f"invalid cursor {cursor!r}")
+        raise InvalidRequest(f"invalid cursor {cursor!r}")
     return values
 
 
@@ -176,9 +176,9 @@ def list_models(
 ) -> ModelPage:
     """Models with their latest version, keyset-paginated (stable and fast at any depth)."""
     if sort not in SORTS:
-        raise BadRequest(f"invalid sort {sort!r}: one of {', '.join(SORTS)}")
+        raise InvalidRequest(f"invalid sort {sort!r}: one of {', '.join(SORTS)}")
     if not 1 <= limit <= MAX_PAGE:
-        raise BadRequest(f"limit must be between 1 and {MAX_PAGE}")
+        raise InvalidRequest(f"limit must be between 1 and {MAX_PAGE}")
     stmt = (
         select(Model, Version, Carton)
         .join(
@@ -202,7 +202,7 @@ def list_models(
             try:
                 when = datetime.fromisoformat(last_time)
             except ValueError as exc:
-                raise BadRequest(f"invalid cursor {cursor!r}") from exc
+                raise InvalidRequest(f"invalid cursor {cursor!r}") from exc
             stmt = stmt.where(
                 or_(Model.updated_at < when, (Model.updated_at == when) & (Model.id < last_id))
             )
@@ -383,7 +383,7 @@ def put_tag(
     validate_model_name(name)
     validate_tag_name(tag)
     if (manifest_sha256 is None) == (version is None):
-        raise BadRequest('give exactly one of "manifest_sha256" or "version"')
+        raise InvalidRequest('give exactly one of "manifest_sha256" or "version"')
     with ctx.transaction() as session:
         model = session.scalar(select(Model).where(Model.name == name).with_for_update())
         if model is None:

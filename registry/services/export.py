@@ -37,7 +37,7 @@ from registry.carton.links import write_links
 from registry.carton.manifest import LINKS_NAME, MANIFEST_NAME, is_sha256, parse_manifest
 from registry.carton.zipwrite import StoredZipLayout, ZipEntry
 from registry.db.tables import Blob, Carton, CartonFile
-from registry.errors import BadRequest, NotFound, RegistryError, StorageUnavailable
+from registry.errors import CartonNotRebuildable, InvalidRequest, NotFound, StorageUnavailable
 from registry.services.context import RegistryContext
 
 CARTON_TOML = "carton.toml"
@@ -120,7 +120,7 @@ class ExportedCarton:
 
 def validate_form(form: str) -> str:
     if form not in FORMS:
-        raise BadRequest(f"invalid form {form!r}: 'slim' or 'full'")
+        raise InvalidRequest(f"invalid form {form!r}: 'slim' or 'full'")
     return form
 
 
@@ -175,7 +175,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
     """Lay out the rebuilt carton (one DB session, closed on return; no blob bytes read)."""
     validate_form(form)
     if not isinstance(manifest_sha256, str) or not is_sha256(manifest_sha256):
-        raise BadRequest(
+        raise InvalidRequest(
             f"invalid manifest hash {manifest_sha256!r}: expected 64 lowercase hex characters"
         )
     key = (
@@ -220,10 +220,9 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
     manifest = parse_manifest(raw_manifest)
     reserved = {MANIFEST_NAME, LINKS_NAME} & manifest.paths
     if reserved:
-        raise RegistryError(
+        raise CartonNotRebuildable(
             f"carton {manifest_sha256} lists {sorted(reserved)} in its MANIFEST; "
-            "it cannot be rebuilt",
-            status=409,
+            "it cannot be rebuilt"
         )
     missing = {e.sha256 for e in manifest.entries} - facts.keys()
     if missing:
@@ -314,7 +313,7 @@ _layout_cache = _LayoutCache(256)
 def blob_size(ctx: RegistryContext, sha256: str) -> int:
     """The size of a stored blob: its index row, else the store itself; 404 when absent."""
     if not isinstance(sha256, str) or not is_sha256(sha256):
-        raise BadRequest(f"invalid sha256 {sha256!r}: expected 64 lowercase hex characters")
+        raise InvalidRequest(f"invalid sha256 {sha256!r}: expected 64 lowercase hex characters")
     with ctx.sessions() as session:
         size = session.scalar(select(Blob.size).where(Blob.sha256 == sha256))
     if size is None:

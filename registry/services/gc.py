@@ -44,7 +44,7 @@ from sqlalchemy import delete, exists, select, text
 
 from registry.db.queries import in_chunks, referenced_blobs
 from registry.db.tables import Blob, CartonFile, LeaseBlob, UploadLease
-from registry.errors import Conflict
+from registry.errors import GcBusy
 from registry.services import changes
 from registry.services.context import RegistryContext
 from registry.services.leases import live_leased, lock_blobs_exclusive
@@ -71,10 +71,6 @@ def _notify(report: GcReport | None, outcome: str) -> None:
             observer(report, outcome)
         except Exception:  # metrics never fail a GC
             log.exception("GC observer failed")
-
-
-class GcBusy(Conflict):
-    """Another garbage collection holds the GC lock."""
 
 
 @dataclass

@@ -33,12 +33,12 @@ from registry.carton.zipread import CartonArchive
 from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import Blob, Carton, CartonFile, Model, Tag, Version, utcnow
 from registry.errors import (
-    BadRequest,
-    DigestMismatch,
     InvalidCarton,
-    PayloadTooLarge,
+    InvalidRequest,
+    LinkFetchFailed,
+    ManifestMismatch,
     RegistryError,
-    UnprocessableLinks,
+    UploadTooLarge,
 )
 from registry.services import changes
 from registry.services.blobs import stored_subset
@@ -66,7 +66,7 @@ _TAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 def validate_model_name(name: str) -> str:
     if not _MODEL_NAME.match(name) or name in {".", ".."} or name != name.strip():
-        raise BadRequest(
+        raise InvalidRequest(
             f"invalid model name {name!r}: 1-255 characters, no control characters, "
             "no '/', '\\', '?', '#' or '%', no leading/trailing spaces"
         )
@@ -75,7 +75,7 @@ def validate_model_name(name: str) -> str:
 
 def validate_tag_name(tag: str) -> str:
     if not _TAG_NAME.match(tag):
-        raise BadRequest(
+        raise InvalidRequest(
             f"invalid tag {tag!r}: letters, digits, '.', '_' and '-', starting with a letter "
             "or digit, at most 128 characters"
         )
@@ -124,7 +124,7 @@ def ingest_file(
     try:
         archive = CartonArchive.open(path, ctx.archive_limits)
     except CartonLimitExceeded as exc:
-        raise PayloadTooLarge(exc.message) from exc
+        raise UploadTooLarge(exc.message) from exc
     except CartonFormatError as exc:
         raise InvalidCarton(exc.message) from exc
     with archive:
@@ -140,7 +140,7 @@ def ingest_file(
 
 def _format_error(exc: CartonFormatError) -> RegistryError:
     if isinstance(exc, CartonLimitExceeded):
-        return PayloadTooLarge(exc.message)
+        return UploadTooLarge(exc.message)
     return InvalidCarton(exc.message)
 
 
@@ -228,7 +228,7 @@ def _choose_name(config: CartonConfig, model_name: str | None, tag: str | None) 
     if tag is not None:
         validate_tag_name(tag)
         if name is None:
-            raise BadRequest(
+            raise InvalidRequest(
                 "a tag needs a model name: carton.toml has no model_name and no ?model= was given"
             )
     return validate_model_name(name) if name is not None else None
@@ -305,8 +305,8 @@ def _store_blobs(
             reader = archive.open_member(paths[0])
             try:
                 put = ctx.blobs.put(sha, reader)  # type: ignore[arg-type]
-            except DigestMismatch as exc:
-                raise DigestMismatch(
+            except ManifestMismatch as exc:
+                raise ManifestMismatch(
                     f"{paths[0]}: content does not match its MANIFEST sha256 ({exc})"
                 ) from exc
             finally:
@@ -343,7 +343,7 @@ def _verify_member(archive: CartonArchive, path: str, sha: str) -> None:
     with archive.open_member(path) as reader:
         actual, _size = hash_stream(reader, CHUNK)  # type: ignore[arg-type]
     if actual != sha:
-        raise DigestMismatch(f"{path}: content hashes to {actual}, but MANIFEST says {sha}")
+        raise ManifestMismatch(f"{path}: content hashes to {actual}, but MANIFEST says {sha}")
 
 
 def _resolve_missing(
@@ -383,7 +383,7 @@ def _resolve_missing(
                         )  # type: ignore[arg-type]
                     )
                     put = ctx.blobs.put(sha, reader)  # type: ignore[arg-type]
-                except DigestMismatch:
+                except ManifestMismatch:
                     failures.append((url, "content does not hash to the linked sha256"))
                     continue
                 except LinkRefused as exc:
@@ -395,7 +395,7 @@ def _resolve_missing(
                 facts[sha] = _BlobFacts(reader.size, reader.crc32, new=put.created)
                 break
             else:
-                raise UnprocessableLinks(
+                raise LinkFetchFailed(
                     f"{path} (sha256 {sha}) could not be fetched through LINKS: "
                     + describe_failures(failures)
                 )

@@ -60,7 +60,7 @@ from registry.carton.tensor_data import (
 )
 from registry.carton.zipwrite import STORED, write_zip
 from registry.db.tables import Blob, Carton, CartonFile, Model, Version
-from registry.errors import BadRequest, NotFound, NotImplementedYet
+from registry.errors import InvalidBody, InvalidRequest, NotFound, NotImplementedYet
 from registry.services import catalog
 from registry.services.catalog import MAX_VERSION
 from registry.services.context import RegistryContext
@@ -146,7 +146,7 @@ def parse_version(version: str | None) -> int | None:
         or len(version) > 10
         or not 1 <= int(version) <= MAX_VERSION
     ):
-        raise BadRequest(f"invalid model version {version!r}: expected a positive integer")
+        raise InvalidRequest(f"invalid model version {version!r}: expected a positive integer")
     return int(version)
 
 
@@ -224,7 +224,7 @@ def _version_problem(ctx: RegistryContext, session: Session, row: Version) -> st
 def reload_model(ctx: RegistryContext, name: str) -> dict[str, Any]:
     """Load without files: re-verify every version's blobs; READY, or UNAVAILABLE + reason.
 
-    Raises BadRequest (after recording the states) when any version has a problem.
+    Raises InvalidRequest (after recording the states) when any version has a problem.
     """
     check_name(name)
     with ctx.sessions() as session:
@@ -247,7 +247,7 @@ def reload_model(ctx: RegistryContext, name: str) -> dict[str, Any]:
                 row.state, row.state_reason = UNAVAILABLE, problem
                 failed.append(f"version {row.version}: {problem}")
     if failed:
-        raise BadRequest(f"failed to load {name!r}: " + "; ".join(failed))
+        raise InvalidRequest(f"failed to load {name!r}: " + "; ".join(failed))
     return {"name": name, "versions": [str(r.version) for r in rows]}
 
 
@@ -269,9 +269,9 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+        raise InvalidRequest(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
+        raise InvalidRequest("request body must be a JSON object")
     return body
 
 
@@ -279,7 +279,7 @@ def parse_index_body(raw: bytes) -> bool:
     """The index request: ``{"ready": true}`` asks for READY versions only."""
     ready = parse_json_object(raw).get("ready", False)
     if not isinstance(ready, bool):
-        raise BadRequest('"ready" must be a boolean')
+        raise InvalidRequest('"ready" must be a boolean')
     return ready
 
 
@@ -289,7 +289,7 @@ def parse_load_body(raw: bytes) -> dict[str, Any]:
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        raise BadRequest('"parameters" must be a JSON object')
+        raise InvalidRequest('"parameters" must be a JSON object')
     return params
 
 
@@ -305,12 +305,14 @@ def parse_load_parameters(params: dict[str, Any]) -> LoadRequest:
             try:
                 config = json.loads(value)
             except (ValueError, RecursionError) as exc:
-                raise BadRequest(f'parameter "config" is not valid JSON: {exc}') from exc
+                raise InvalidRequest(f'parameter "config" is not valid JSON: {exc}') from exc
             if not isinstance(config, dict):
-                raise BadRequest('parameter "config" must be a JSON object (a Triton model config)')
+                raise InvalidBody(
+                    'parameter "config" must be a JSON object (a Triton model config)'
+                )
             config_text = value
         else:
-            raise BadRequest('parameter "config" must be a string holding a JSON model config')
+            raise InvalidRequest('parameter "config" must be a string holding a JSON model config')
     files: dict[str, bytes] = {}
     versions: set[str] = set()
     for key, value in params.items():
@@ -318,31 +320,31 @@ def parse_load_parameters(params: dict[str, Any]) -> LoadRequest:
             continue
         m = _FILE_PARAM.match(key)
         if m is None:
-            raise BadRequest(
+            raise InvalidRequest(
                 f"invalid parameter {key!r}: expected file:<version>/<path>, e.g. file:1/model.onnx"
             )
         versions.add(str(int(m["version"])))
         path = m["path"]
         problem = path_problem(f"model/{path}")
         if problem is not None:
-            raise BadRequest(f"invalid parameter {key!r}: {problem}")
+            raise InvalidRequest(f"invalid parameter {key!r}: {problem}")
         if f"model/{path}" == CONFIG_MEMBER and config is not None:
-            raise BadRequest(
+            raise InvalidRequest(
                 f"parameter {key!r} collides with {CONFIG_MEMBER}, where the config is stored"
             )
         if not isinstance(value, str):
-            raise BadRequest(f"parameter {key!r} must be a base64 string")
+            raise InvalidRequest(f"parameter {key!r} must be a base64 string")
         try:
             files[path] = base64.b64decode(value.encode("ascii"), validate=True)
         except (binascii.Error, ValueError, UnicodeEncodeError) as exc:
-            raise BadRequest(f"parameter {key!r} is not valid base64: {exc}") from exc
+            raise InvalidRequest(f"parameter {key!r} is not valid base64: {exc}") from exc
     if len(versions) > 1:
-        raise BadRequest(
+        raise InvalidRequest(
             "file parameters name more than one version "
             f"({', '.join(sorted(versions, key=int))}); load one version at a time"
         )
     if files and config is None:
-        raise BadRequest('file parameters need a "config" parameter (the model configuration)')
+        raise InvalidRequest('file parameters need a "config" parameter (the model configuration)')
     return LoadRequest(config, config_text, files, next(iter(versions), None))
 
 
@@ -350,16 +352,16 @@ def _triton_datatype(entry: dict[str, Any], where: str) -> str:
     if "data_type" in entry:
         value = entry["data_type"]
         if not isinstance(value, str) or not value.startswith("TYPE_"):
-            raise BadRequest(f"{where}: data_type {value!r} is not a Triton TYPE_* data type")
+            raise InvalidRequest(f"{where}: data_type {value!r} is not a Triton TYPE_* data type")
         datatype = "BYTES" if value == "TYPE_STRING" else value[len("TYPE_") :]
     elif "datatype" in entry:
         datatype = entry["datatype"]
         if datatype == "STRING":
             datatype = "BYTES"
     else:
-        raise BadRequest(f"{where}: data_type is required")
+        raise InvalidRequest(f"{where}: data_type is required")
     if not isinstance(datatype, str) or datatype not in TRITON_DTYPES:
-        raise BadRequest(f"{where}: unknown data type {datatype!r}")
+        raise InvalidRequest(f"{where}: unknown data type {datatype!r}")
     return datatype
 
 
@@ -369,7 +371,7 @@ _CARTON_FOR_TRITON = {v: k for k, v in CARTON_TO_TRITON.items()}
 def _carton_dtype(datatype: str, where: str) -> str:
     dtype = _CARTON_FOR_TRITON.get(datatype)
     if dtype is None:
-        raise BadRequest(
+        raise InvalidRequest(
             f"{where}: data type {datatype} has no carton equivalent "
             f"(supported: {', '.join(sorted(_CARTON_FOR_TRITON))})"
         )
@@ -381,21 +383,21 @@ def _dim(value: Any, where: str) -> int:
     if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < -1:
-        raise BadRequest(f"{where}: dim {value!r} is not an integer >= -1")
+        raise InvalidRequest(f"{where}: dim {value!r} is not an integer >= -1")
     return value
 
 
 def _tensor_doc(entry: Any, where: str, batched: bool) -> dict[str, Any]:
     if not isinstance(entry, dict):
-        raise BadRequest(f"{where} must be an object")
+        raise InvalidRequest(f"{where} must be an object")
     name = entry.get("name")
     if not isinstance(name, str) or not name:
-        raise BadRequest(f"{where}: name is required")
+        raise InvalidRequest(f"{where}: name is required")
     where = f"{where} {name!r}"
     dtype = _carton_dtype(_triton_datatype(entry, where), where)
     dims = entry.get("dims", entry.get("shape", []))
     if not isinstance(dims, list):
-        raise BadRequest(f"{where}: dims must be a list")
+        raise InvalidRequest(f"{where}: dims must be a list")
     shape: list[int | str] = [BATCH_SYMBOL] if batched else []
     for d in dims:
         n = _dim(d, where)
@@ -407,7 +409,7 @@ def _runner_name(config: dict[str, Any], files: dict[str, bytes]) -> str:
     for key in ("backend", "platform"):
         value = config.get(key)
         if value is not None and not isinstance(value, str):
-            raise BadRequest(f'config "{key}" must be a string')
+            raise InvalidRequest(f'config "{key}" must be a string')
         if value:
             return RUNNER_FOR_BACKEND.get(value, value)
     for path in files:
@@ -415,7 +417,7 @@ def _runner_name(config: dict[str, Any], files: dict[str, bytes]) -> str:
             for suffix, backend in _BACKEND_BY_SUFFIX:
                 if part.endswith(suffix):
                     return RUNNER_FOR_BACKEND[backend]
-    raise BadRequest('config needs "backend" or "platform" (e.g. "onnxruntime")')
+    raise InvalidRequest('config needs "backend" or "platform" (e.g. "onnxruntime")')
 
 
 def config_to_carton_doc(name: str, config: dict[str, Any], files: dict[str, bytes]) -> dict:
@@ -424,7 +426,7 @@ def config_to_carton_doc(name: str, config: dict[str, Any], files: dict[str, byt
     if isinstance(mbs, str) and mbs.strip().isdigit():
         mbs = int(mbs)
     if isinstance(mbs, bool) or not isinstance(mbs, int) or mbs < 0:
-        raise BadRequest(f'config "max_batch_size" must be an integer >= 0, got {mbs!r}')
+        raise InvalidRequest(f'config "max_batch_size" must be an integer >= 0, got {mbs!r}')
     batched = mbs > 0
     doc: dict[str, Any] = {"spec_version": 1, "model_name": name}
     desc = config.get("description") or config.get("short_description")
@@ -434,7 +436,7 @@ def config_to_carton_doc(name: str, config: dict[str, Any], files: dict[str, byt
         key = next((k for k in keys if k in config), None)
         entries = config.get(key, []) if key else []
         if not isinstance(entries, list):
-            raise BadRequest(f'config "{key}" must be a list')
+            raise InvalidRequest(f'config "{key}" must be a list')
         specs = [_tensor_doc(e, f"{carton_key}[{i}]", batched) for i, e in enumerate(entries)]
         if specs:
             doc[carton_key] = specs
@@ -451,7 +453,7 @@ def build_load_carton(name: str, request: LoadRequest, out: BinaryIO) -> None:
     try:
         toml = render_carton_toml(config_to_carton_doc(name, request.config, request.files))
     except CartonFormatError as exc:
-        raise BadRequest(f"config cannot be turned into a carton: {exc.message}") from exc
+        raise InvalidRequest(f"config cannot be turned into a carton: {exc.message}") from exc
     members: dict[str, bytes] = {
         "carton.toml": toml,
         INDEX_PATH: write_tensor_index([]),
@@ -464,7 +466,7 @@ def build_load_carton(name: str, request: LoadRequest, out: BinaryIO) -> None:
             (path, hashlib.sha256(data).hexdigest()) for path, data in members.items()
         )
     except CartonFormatError as exc:
-        raise BadRequest(f"invalid file paths: {exc.message}") from exc
+        raise InvalidRequest(f"invalid file paths: {exc.message}") from exc
     ordered = [(MANIFEST_NAME, manifest.raw), *sorted(members.items())]
     write_zip(
         out,
@@ -593,7 +595,7 @@ def _carton_reader(ctx: RegistryContext, session: Session, manifest_sha256: str)
     def read(path: str) -> bytes:
         sha = files.get(path)
         if sha is None:
-            raise BadRequest(f"carton {manifest_sha256} has no file {path!r}")
+            raise InvalidRequest(f"carton {manifest_sha256} has no file {path!r}")
         return ctx.blobs.read_bytes(sha)
 
     return read
@@ -622,7 +624,7 @@ def load_self_test(
             )
         test = tests[index]
         if need_expected and not test.expected_out:
-            raise BadRequest(
+            raise InvalidRequest(
                 f"self test {index} of {name!r} version {row.version} has no expected_out "
                 "to verify against"
             )
@@ -631,13 +633,13 @@ def load_self_test(
     try:
         entries = {e.name: e for e in parse_tensor_index(read(INDEX_PATH))}
     except CartonFormatError as exc:
-        raise BadRequest(f"carton {manifest_sha256}: {exc.message}") from exc
+        raise InvalidRequest(f"carton {manifest_sha256}: {exc.message}") from exc
 
     def tensor(ref: str, spec: TensorSpec, where: str) -> WireTensor:
         tname = ref[len(TENSOR_REF_PREFIX) :]
         entry: TensorIndexEntry | None = entries.get(tname)
         if entry is None:
-            raise BadRequest(f"{where}: {ref} names no tensor in {INDEX_PATH}")
+            raise InvalidRequest(f"{where}: {ref} names no tensor in {INDEX_PATH}")
         if entry.dtype == NESTED:
             raise NotImplementedYet(
                 f"{where}: {ref} is a nested tensor, which the Triton protocol cannot carry"
@@ -645,9 +647,9 @@ def load_self_test(
         try:
             value = load_tensor(entry, read, entries)
         except CartonFormatError as exc:
-            raise BadRequest(f"{where}: {ref}: {exc.message}") from exc
+            raise InvalidRequest(f"{where}: {ref}: {exc.message}") from exc
         if entry.dtype != spec.dtype:
-            raise BadRequest(
+            raise InvalidRequest(
                 f"{where}: {ref} has dtype {entry.dtype} but {spec.name!r} is declared {spec.dtype}"
             )
         return _wire(spec, value, where)
@@ -679,7 +681,7 @@ def self_test_request(
             data.inputs, data.output_names, binary=binary, binary_outputs=binary
         )
     except TensorCodecError as exc:
-        raise BadRequest(f"self test {index} cannot be encoded: {exc}") from exc
+        raise InvalidRequest(f"self test {index} cannot be encoded: {exc}") from exc
 
 
 RTOL = 1e-5
@@ -791,11 +793,11 @@ def verify_self_test(
 ) -> dict[str, Any]:
     """Compare an infer response body with the self test's expected_out (np.allclose-like)."""
     if header_length == 0:
-        raise BadRequest("Inference-Header-Content-Length 0: an infer response needs its header")
+        raise InvalidBody("Inference-Header-Content-Length 0: an infer response needs its header")
     try:
         _header, tensors = decode_infer_body(body, header_length, key="outputs")
     except TensorCodecError as exc:
-        raise BadRequest(f"malformed infer response: {exc}") from exc
+        raise InvalidRequest(f"malformed infer response: {exc}") from exc
     data = load_self_test(ctx, name, version, index, need_expected=True)
     assert data.expected is not None
     actual = {t.name: t for t in tensors}
@@ -814,5 +816,5 @@ def parse_header_length(value: str | None) -> int | None:
         return None
     value = value.strip()
     if not value.isascii() or not value.isdigit():
-        raise BadRequest(f"invalid Inference-Header-Content-Length {value!r}")
+        raise InvalidRequest(f"invalid Inference-Header-Content-Length {value!r}")
     return int(value)

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, aliased
 
 from registry.carton.tensor_data import INDEX_PATH, parse_tensor_index
 from registry.db.tables import Blob, CartonFile, Model, Version
-from registry.errors import BadRequest
+from registry.errors import InvalidRequest
 from registry.services import catalog
 from registry.services.context import RegistryContext
 
@@ -392,5 +392,5 @@ def parse_version(value: str | None) -> int | None:
     if value is None or value == "":
         return None
     if not value.isdigit():
-        raise BadRequest(f"invalid version {value!r}: expected a positive integer")
+        raise InvalidRequest(f"invalid version {value!r}: expected a positive integer")
     return int(value)

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from registry.blobstore import BlobNotFound, S3BlobStore
-from registry.errors import DigestMismatch, StorageUnavailable
+from registry.errors import ManifestMismatch, StorageUnavailable
 from tests.blobstore_conformance import BlobStoreConformance, TrickleStream, sha
 from tests.s3server import S3Server
 
@@ -57,7 +57,7 @@ class TestS3BlobStore(BlobStoreConformance):
 
     def test_multipart_mismatch_aborts_upload(self, store: S3BlobStore) -> None:
         data = os.urandom(11 * MiB)
-        with pytest.raises(DigestMismatch):
+        with pytest.raises(ManifestMismatch):
             store.put(sha(b"claimed"), TrickleStream(data))
         assert _uploads(store) == []
         assert store.client.list_objects_v2(Bucket=store.bucket).get("KeyCount", 0) == 0

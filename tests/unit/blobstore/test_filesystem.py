@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from registry.blobstore import FilesystemBlobStore
-from registry.errors import DigestMismatch, StorageUnavailable
+from registry.errors import ManifestMismatch, StorageUnavailable
 from tests.blobstore_conformance import BlobStoreConformance, sha
 
 
@@ -48,7 +48,7 @@ class TestFilesystemBlobStore(BlobStoreConformance):
             assert os.fstat(f.fileno()).st_size == len(data)
 
     def test_no_temp_left_after_mismatch(self, store: FilesystemBlobStore) -> None:
-        with pytest.raises(DigestMismatch):
+        with pytest.raises(ManifestMismatch):
             store.put(sha(b"a"), io.BytesIO(b"b" * 100_000))
         assert list(store.tmp_dir.iterdir()) == []
         assert not (store.root / "sha256").exists() or not any(
