@@ -33,14 +33,6 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from registry import __version__
-from registry.carton.binary_tensor import (
-    CARTON_TO_TRITON,
-    TRITON_DTYPES,
-    TensorCodecError,
-    WireTensor,
-    decode_infer_body,
-    encode_infer_request,
-)
 from registry.carton.config import (
     TENSOR_REF_PREFIX,
     CartonConfig,
@@ -66,6 +58,10 @@ from registry.services.catalog import MAX_VERSION
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_file, validate_model_name
 from registry.services.uploads import upload_file
+from registry.triton.datatypes import TRITON_DTYPES
+from registry.triton.errors import TensorCodecError
+from registry.triton.mapping import CARTON_TO_TRITON, TRITON_TO_CARTON
+from registry.triton.wire import WireTensor, decode_infer_body, encode_infer_request
 
 SERVER_NAME = "carton-registry"
 EXTENSIONS = ["model_repository", "model_repository(unload_dependents)", "binary_tensor_data"]
@@ -365,15 +361,12 @@ def _triton_datatype(entry: dict[str, Any], where: str) -> str:
     return datatype
 
 
-_CARTON_FOR_TRITON = {v: k for k, v in CARTON_TO_TRITON.items()}
-
-
 def _carton_dtype(datatype: str, where: str) -> str:
-    dtype = _CARTON_FOR_TRITON.get(datatype)
+    dtype = TRITON_TO_CARTON.get(datatype)
     if dtype is None:
         raise InvalidRequest(
             f"{where}: data type {datatype} has no carton equivalent "
-            f"(supported: {', '.join(sorted(_CARTON_FOR_TRITON))})"
+            f"(supported: {', '.join(sorted(TRITON_TO_CARTON))})"
         )
     return dtype
 
