@@ -4,9 +4,9 @@ Services raise these; they carry a message and nothing about HTTP. Each
 derives from one *kind* (``InvalidRequest``, ``NotFound``, ``Conflict``, ...),
 and ``registry.http.errors.STATUS_BY_ERROR`` is the one table that maps kinds
 to statuses and the ``{"error": message}`` body. The CLI prints the message and
-exits non-zero. The blob store (``registry.blobstore.errors``) and the carton
-format (``registry.carton.errors``) raise their own errors; the same table
-translates them.
+exits non-zero. The blob store (``registry.blobstore.errors``), the carton
+format (``registry.carton.errors``) and the Triton wire formats
+(``registry.triton.errors``) raise their own errors; the same table translates them.
 """
 
 from __future__ import annotations
@@ -111,6 +111,18 @@ class InvalidBody(InvalidRequest):
 
 class TruncatedUpload(InvalidRequest):
     """The body ended before the ``Content-Length`` it announced."""
+
+
+class InvalidSelfTest(InvalidRequest):
+    """A carton's self test that cannot be sent or checked (no expected_out, a bad tensor)."""
+
+
+class ModelNotReady(InvalidRequest):
+    """A v2 readiness check of a version that is UNAVAILABLE (unloaded, or a blob missing)."""
+
+
+class ModelLoadFailed(InvalidRequest):
+    """A v2 load found versions it cannot serve (a blob missing or of the wrong size)."""
 
 
 class CartonNotFound(NotFound):

@@ -10,6 +10,7 @@ from litestar.exceptions import HTTPException
 from registry import errors
 from registry.blobstore.base import BlobNotFound
 from registry.carton.errors import CartonFormatError, CartonLimitExceeded
+from registry.triton.errors import TritonFormatError
 
 log = logging.getLogger("registry.http")
 
@@ -30,6 +31,7 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     BlobNotFound: 404,
     CartonLimitExceeded: 413,
     CartonFormatError: 400,
+    TritonFormatError: 400,
 }
 
 
@@ -114,6 +116,7 @@ def handle_unexpected(request: Request, exc: Exception) -> Response:
 EXCEPTION_HANDLERS = {
     errors.RegistryError: handle_registry_error,
     CartonFormatError: handle_registry_error,
+    TritonFormatError: handle_registry_error,
     HTTPException: handle_http_exception,
     Exception: handle_unexpected,
 }

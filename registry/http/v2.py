@@ -1,4 +1,7 @@
-"""Triton / KServe v2 routes: thin handlers over registry.services.triton.
+"""Triton / KServe v2 routes: thin controllers over registry.services.triton.
+
+Each reads the request (bodies through ``registry.triton.requests``), hands the
+work to a thread, and returns a ``registry.triton.documents`` struct.
 
 Rules tritonclient depends on (spec/clients-observed.md): success is exactly
 200; errors are ``{"error": "..."}``; request Content-Type is ignored (the sync
@@ -16,8 +19,24 @@ from litestar import MediaType, Request, Response, get, post
 
 from registry.errors import InvalidRequest, StorageUnavailable
 from registry.http.deps import read_body
-from registry.services import triton
 from registry.services.context import RegistryContext
+from registry.services.ingest import validate_model_name
+from registry.services.triton import metadata, repository, self_tests
+from registry.services.triton.versions import parse_version
+from registry.triton.documents import (
+    IndexEntry,
+    ModelConfig,
+    ModelMetadata,
+    ModelVersions,
+    SelfTestReport,
+    ServerMetadata,
+)
+from registry.triton.requests import (
+    parse_header_length,
+    parse_index_body,
+    parse_load_body,
+    parse_unload_body,
+)
 
 SMALL_BODY = 1 << 20  # index / unload bodies: a few bytes of JSON
 
@@ -33,16 +52,12 @@ def _empty() -> Response:
     return Response(content=b"", status_code=200, media_type=MediaType.TEXT)
 
 
-def _json(content: Any) -> Response:
-    return Response(content, status_code=200, media_type=MediaType.JSON)
-
-
 # --- server ---------------------------------------------------------------------------
 
 
 @get("/v2", summary="Triton server metadata", tags=["v2"])
-async def server_metadata() -> Response:
-    return _json(triton.server_metadata())
+async def server_metadata() -> ServerMetadata:
+    return metadata.server_metadata()
 
 
 @get("/v2/health/live", summary="Triton liveness (200, empty body)", tags=["v2"])
@@ -52,7 +67,7 @@ async def health_live() -> Response:
 
 @get("/v2/health/ready", summary="Triton readiness: 200 when the database answers", tags=["v2"])
 async def health_ready(ctx: RegistryContext) -> Response:
-    if not await anyio.to_thread.run_sync(triton.database_ready, ctx):
+    if not await anyio.to_thread.run_sync(metadata.database_ready, ctx):
         raise StorageUnavailable("database unreachable")
     return _empty()
 
@@ -61,28 +76,28 @@ async def health_ready(ctx: RegistryContext) -> Response:
 
 
 @post("/v2/repository/index", status_code=200, summary="Every model version", tags=["v2"])
-async def repository_index(request: Request, ctx: RegistryContext) -> Response:
-    ready_only = triton.parse_index_body(await read_body(request, SMALL_BODY))
-    index = await anyio.to_thread.run_sync(
-        partial(triton.repository_index, ctx, ready_only=ready_only)
+async def repository_index(request: Request, ctx: RegistryContext) -> list[IndexEntry]:
+    ready_only = parse_index_body(await read_body(request, SMALL_BODY))
+    return await anyio.to_thread.run_sync(
+        partial(repository.repository_index, ctx, ready_only=ready_only)
     )
-    return _json(index)
 
 
 @post(
     "/v2/repository/models/{name:str}/load",
     status_code=200,
-    summary="Load: with config + file:<version>/<path> parameters, store a new version; "
-    "without, re-verify and mark READY",
+    summary="Load: with config + file:<version>/<path> parameters, store a new version "
+    "(answers the push's body); without, re-verify and mark READY",
     tags=["v2"],
 )
-async def load_model(request: Request, ctx: RegistryContext, name: str) -> Response:
-    triton.check_name(name)
+async def load_model(
+    request: Request, ctx: RegistryContext, name: str
+) -> ModelVersions | dict[str, Any]:
+    validate_model_name(name)  # before reading what may be a large body
     raw = await read_body(request, ctx.settings.max_v2_body_bytes)
-    params = triton.parse_load_body(raw)
+    params = await anyio.to_thread.run_sync(parse_load_body, raw)
     del raw
-    result = await anyio.to_thread.run_sync(triton.load_model, ctx, name, params)
-    return _json(result)
+    return await anyio.to_thread.run_sync(repository.load_model, ctx, name, params)
 
 
 @post(
@@ -91,37 +106,33 @@ async def load_model(request: Request, ctx: RegistryContext, name: str) -> Respo
     summary="Unload: every version UNAVAILABLE (reason 'unloaded'); nothing deleted",
     tags=["v2"],
 )
-async def unload_model(request: Request, ctx: RegistryContext, name: str) -> Response:
-    triton.check_name(name)
-    params = triton.parse_load_body(await read_body(request, SMALL_BODY))
-    dependents = params.get("unload_dependents", False)
-    if not isinstance(dependents, bool):
-        raise InvalidRequest('"unload_dependents" must be a boolean')
-    result = await anyio.to_thread.run_sync(triton.unload_model, ctx, name)
-    return _json(result)
+async def unload_model(request: Request, ctx: RegistryContext, name: str) -> ModelVersions:
+    validate_model_name(name)
+    parse_unload_body(await read_body(request, SMALL_BODY))  # no model has dependents here
+    return await anyio.to_thread.run_sync(repository.unload_model, ctx, name)
 
 
 # --- models ---------------------------------------------------------------------------
 
 
 @get(_paths(), summary="Model metadata from carton.toml", tags=["v2"])
-async def model_metadata(ctx: RegistryContext, name: str, version: str | None = None) -> Response:
-    number = triton.parse_version(version)
-    return _json(await anyio.to_thread.run_sync(triton.model_metadata, ctx, name, number))
+async def model_metadata(
+    ctx: RegistryContext, name: str, version: str | None = None
+) -> ModelMetadata:
+    number = parse_version(version)
+    return await anyio.to_thread.run_sync(metadata.model_metadata, ctx, name, number)
 
 
 @get(_paths("/config"), summary="A Triton-style model config from carton.toml", tags=["v2"])
-async def model_config(ctx: RegistryContext, name: str, version: str | None = None) -> Response:
-    number = triton.parse_version(version)
-    return _json(await anyio.to_thread.run_sync(triton.model_config, ctx, name, number))
+async def model_config(ctx: RegistryContext, name: str, version: str | None = None) -> ModelConfig:
+    number = parse_version(version)
+    return await anyio.to_thread.run_sync(metadata.model_config, ctx, name, number)
 
 
 @get(_paths("/ready"), summary="200 when READY, else 400", tags=["v2"])
 async def model_ready(ctx: RegistryContext, name: str, version: str | None = None) -> Response:
-    number = triton.parse_version(version)
-    ready, reason = await anyio.to_thread.run_sync(triton.model_ready, ctx, name, number)
-    if not ready:
-        raise InvalidRequest(f"model {name!r} is not ready: {reason}")
+    number = parse_version(version)
+    await anyio.to_thread.run_sync(metadata.require_ready, ctx, name, number)
     return _empty()
 
 
@@ -139,9 +150,9 @@ async def self_test_request(
 ) -> Response:
     if format not in ("binary", "json"):
         raise InvalidRequest(f"invalid format {format!r}: binary or json")
-    number = triton.parse_version(version)
+    number = parse_version(version)
     body, header_length = await anyio.to_thread.run_sync(
-        partial(triton.self_test_request, ctx, name, number, index, binary=format == "binary")
+        partial(self_tests.self_test_request, ctx, name, number, index, binary=format == "binary")
     )
     if header_length is None:
         return Response(content=body, status_code=200, media_type=MediaType.JSON)
@@ -161,16 +172,13 @@ async def self_test_request(
 )
 async def verify_self_test(
     request: Request, ctx: RegistryContext, name: str, index: int, version: str | None = None
-) -> Response:
-    number = triton.parse_version(version)
-    header_length = triton.parse_header_length(
-        request.headers.get("inference-header-content-length")
-    )
+) -> SelfTestReport:
+    number = parse_version(version)
+    header_length = parse_header_length(request.headers.get("inference-header-content-length"))
     body = await read_body(request, ctx.settings.max_v2_body_bytes)
-    result = await anyio.to_thread.run_sync(
-        triton.verify_self_test, ctx, name, number, index, body, header_length
+    return await anyio.to_thread.run_sync(
+        self_tests.verify_self_test, ctx, name, number, index, body, header_length
     )
-    return _json(result)
 
 
 ROUTES: list[Any] = [

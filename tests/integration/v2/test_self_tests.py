@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from tritonclient.utils import deserialize_bytes_tensor, triton_to_np_dtype
 
-from registry.carton.binary_tensor import CARTON_TO_TRITON, WireTensor, encode_infer_response
 from registry.carton.config import parse_carton_toml
 from registry.carton.tensor_data import load_tensor, parse_tensor_index
+from registry.triton.mapping import CARTON_TO_TRITON
+from registry.triton.wire import WireTensor, encode_infer_response
 from tests.conftest import fixture_carton
 from tests.integration.v2.conftest import make_carton, push, read_carton
 

@@ -1,0 +1,176 @@
+"""A carton's self tests over v2: the infer request to send, and the verdict on the answer.
+
+A self test names its inputs and expected outputs as ``@tensor_data/...``
+references; they are read from the stored carton's blobs, sent as binary (or
+JSON) tensor data, and compared with a server's infer response like
+``numpy.allclose``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.carton.config import TENSOR_REF_PREFIX, TensorSpec
+from registry.carton.errors import CartonFormatError
+from registry.carton.tensor_data import (
+    INDEX_PATH,
+    NESTED,
+    TensorIndexEntry,
+    load_tensor,
+    parse_tensor_index,
+)
+from registry.db.tables import CartonFile
+from registry.errors import InvalidBody, InvalidSelfTest, NotImplementedYet, SelfTestNotFound
+from registry.services.context import RegistryContext
+from registry.services.triton.versions import resolve_version, stored_config
+from registry.triton.compare import compare_output
+from registry.triton.documents import SelfTestReport
+from registry.triton.errors import TensorCodecError
+from registry.triton.mapping import CARTON_TO_TRITON
+from registry.triton.wire import WireTensor, decode_infer_body, encode_infer_request
+
+
+@dataclass
+class SelfTestData:
+    """A self test's tensors, read from the carton (expected outputs only when asked for)."""
+
+    version: int
+    inputs: list[WireTensor]
+    expected: dict[str, WireTensor] | None
+    output_names: list[str]
+
+
+def _carton_reader(
+    ctx: RegistryContext, session: Session, manifest_sha256: str
+) -> Callable[[str], bytes]:
+    files = dict(
+        session.execute(
+            select(CartonFile.path, CartonFile.blob_sha256).where(
+                CartonFile.manifest_sha256 == manifest_sha256
+            )
+        ).all()
+    )
+
+    def read(path: str) -> bytes:
+        sha = files.get(path)
+        if sha is None:
+            raise InvalidSelfTest(f"carton {manifest_sha256} has no file {path!r}")
+        return ctx.blobs.read_bytes(sha)
+
+    return read
+
+
+def _wire(spec: TensorSpec, value: Any, where: str) -> WireTensor:
+    if isinstance(value, list):
+        raise NotImplementedYet(
+            f"{where}: {spec.name!r} is a nested tensor, which the Triton protocol cannot carry"
+        )
+    array = np.asarray(value)
+    return WireTensor(spec.name, CARTON_TO_TRITON[spec.dtype], tuple(array.shape), array)
+
+
+def load_self_test(
+    ctx: RegistryContext, name: str, version: int | None, index: int, *, need_expected: bool
+) -> SelfTestData:
+    """Self test ``index`` of a stored version, its tensors read from the blob store."""
+    with ctx.sessions() as session:
+        row = resolve_version(session, name, version)
+        config = stored_config(session, row)
+        tests = config.self_tests
+        if not 0 <= index < len(tests):
+            raise SelfTestNotFound(
+                f"model {name!r} version {row.version} has {len(tests)} self test(s); "
+                f"no self test {index}"
+            )
+        test = tests[index]
+        if need_expected and not test.expected_out:
+            raise InvalidSelfTest(
+                f"self test {index} of {name!r} version {row.version} has no expected_out "
+                "to verify against"
+            )
+        read = _carton_reader(ctx, session, row.manifest_sha256)
+        manifest_sha256, version_number = row.manifest_sha256, row.version
+    try:
+        entries = {e.name: e for e in parse_tensor_index(read(INDEX_PATH))}
+    except CartonFormatError as exc:
+        raise InvalidSelfTest(f"carton {manifest_sha256}: {exc.message}") from exc
+
+    def tensor(ref: str, spec: TensorSpec, where: str) -> WireTensor:
+        tname = ref[len(TENSOR_REF_PREFIX) :]
+        entry: TensorIndexEntry | None = entries.get(tname)
+        if entry is None:
+            raise InvalidSelfTest(f"{where}: {ref} names no tensor in {INDEX_PATH}")
+        if entry.dtype == NESTED:
+            raise NotImplementedYet(
+                f"{where}: {ref} is a nested tensor, which the Triton protocol cannot carry"
+            )
+        try:
+            value = load_tensor(entry, read, entries)
+        except CartonFormatError as exc:
+            raise InvalidSelfTest(f"{where}: {ref}: {exc.message}") from exc
+        if entry.dtype != spec.dtype:
+            raise InvalidSelfTest(
+                f"{where}: {ref} has dtype {entry.dtype} but {spec.name!r} is declared {spec.dtype}"
+            )
+        return _wire(spec, value, where)
+
+    inputs = [
+        tensor(test.inputs[s.name], s, f"self_test[{index}].inputs")
+        for s in config.inputs
+        if s.name in test.inputs
+    ]
+    expected = None
+    if need_expected:
+        expected = {
+            s.name: tensor((test.expected_out or {})[s.name], s, f"self_test[{index}].expected_out")
+            for s in config.outputs
+            if s.name in (test.expected_out or {})
+        }
+    return SelfTestData(version_number, inputs, expected, [s.name for s in config.outputs])
+
+
+def self_test_request(
+    ctx: RegistryContext, name: str, version: int | None, index: int, *, binary: bool = True
+) -> tuple[bytes, int | None]:
+    """A ready-to-POST infer request: (body, Inference-Header-Content-Length or None)."""
+    data = load_self_test(ctx, name, version, index, need_expected=False)
+    try:
+        return encode_infer_request(
+            data.inputs, data.output_names, binary=binary, binary_outputs=binary
+        )
+    except TensorCodecError as exc:
+        raise InvalidSelfTest(f"self test {index} cannot be encoded: {exc}") from exc
+
+
+def verify_self_test(
+    ctx: RegistryContext,
+    name: str,
+    version: int | None,
+    index: int,
+    body: bytes,
+    header_length: int | None,
+) -> SelfTestReport:
+    """Compare an infer response body with the self test's expected_out (np.allclose-like)."""
+    if header_length == 0:
+        raise InvalidBody("Inference-Header-Content-Length 0: an infer response needs its header")
+    try:
+        _header, tensors = decode_infer_body(body, header_length, key="outputs")
+    except TensorCodecError as exc:
+        raise InvalidBody(f"malformed infer response: {exc}") from exc
+    data = load_self_test(ctx, name, version, index, need_expected=True)
+    assert data.expected is not None
+    actual = {t.name: t for t in tensors}
+    outputs = [compare_output(exp, actual.get(n)) for n, exp in data.expected.items()]
+    return SelfTestReport(
+        model_name=name,
+        model_version=str(data.version),
+        self_test=index,
+        passed=all(o.passed for o in outputs),
+        outputs=outputs,
+    )
