@@ -1,7 +1,7 @@
 """A bare ASGI app for the push figure's receive ceiling: what uvicorn alone achieves.
 
 `/discard` counts the body; `/file` also writes it to a temp file, as any
-spooling receiver must. Run by bench.py on the same uvicorn as the registry.
+spooling receiver must. Run by harness/servers.py on the same uvicorn as the registry.
 """
 
 from __future__ import annotations

@@ -1,0 +1,27 @@
+"""The figures: each measures one group of numbers with its reference (peer or machine limit).
+
+A figure is a ``Figure`` (figure.py): a key, a title and ``measure(bench,
+section)``, which appends rows (``report.table.value_row``: the value and its
+ratio to the reference), notes, and facts for the analysis. ``FIGURES`` lists
+them in report order; to add one, write a module here and list it below (see
+bench/README.md). Figures may import ``bench.harness`` and ``bench.report.table``.
+"""
+
+from __future__ import annotations
+
+from bench.figures.cli_push import REPUSH, VARIANT
+from bench.figures.figure import Figure
+from bench.figures.limits import LIMITS
+from bench.figures.listing import LISTING
+from bench.figures.load import LOAD
+from bench.figures.memory import MEMORY
+from bench.figures.profile import PROFILE
+from bench.figures.pull import PULL
+from bench.figures.push import PUSH
+
+FIGURES: list[Figure] = [LIMITS, PUSH, PROFILE, REPUSH, VARIANT, PULL, LOAD, MEMORY, LISTING]
+
+
+def run_order() -> list[Figure]:
+    """Report order, except that ``runs_last`` figures go to the end (stable)."""
+    return sorted(FIGURES, key=lambda f: f.runs_last)

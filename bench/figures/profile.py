@@ -1,0 +1,191 @@
+"""Where a push's time goes: one extra push under py-spy, and the same bytes ingested in-process.
+
+The difference between the HTTP push and ``ingest_file()`` on the same bytes is
+the receive + spool share; py-spy's samples split the rest by phase.
+"""
+
+from __future__ import annotations
+
+import linecache
+import shutil
+import signal
+import sysconfig
+import time
+from collections import Counter
+from pathlib import Path
+
+from bench.figures.figure import Figure
+from bench.harness import REPO, VENV_BIN, MiB
+from bench.harness.clients import push_registry
+from bench.harness.data import stored_layout
+from bench.harness.servers import start_proc, stop_proc, tail
+from bench.harness.session import Bench
+from bench.report.table import Row, Section, fmt
+
+SAMPLE_RATE = 100  # py-spy samples per second
+
+# first match wins, so the phases add up to 100 %
+PHASES = [
+    ("blob store put: sha256 + write + fsync (registry/blobstore)", ("registry/blobstore/",)),
+    ("zip member read / decompress (registry/carton/zipread)", ("registry/carton/zipread",)),
+    ("crc32 / checksum readers (registry/services/streams)", ("registry/services/streams",)),
+    (
+        "rest of ingest: DB, lease, manifest (registry/services, registry/db)",
+        ("registry/services/", "registry/db/"),
+    ),
+    ("spool_request: body chunks to the temp file (registry/http/deps)", ("spool_request",)),
+    (
+        "spool writes run through anyio.to_thread (`out.write` in a worker)",
+        ("WorkerThread.run (anyio/_backends/_asyncio.py:1124)",),
+    ),
+    ("receive: event loop, uvicorn/h11, Litestar/ASGI", ("",)),
+]
+
+
+def measure(b: Bench, s: Section) -> None:
+    if b.left() < 150:
+        s.na("time budget")
+        return
+    reg, _peer = b.ensure_servers()
+    c = b.build(f"profile-{b.tag}", stored_layout("weights", f"{b.tag}/prof", b.scale.stored_size))
+    mib = c.size / MiB
+    raw = b.work / "pyspy.txt"
+    spy_log = b.logs / "py-spy.log"
+    spy = None
+    if (VENV_BIN / "py-spy").exists():
+        record = [
+            str(VENV_BIN / "py-spy"), "record", "--pid", str(reg.pid), "--rate", str(SAMPLE_RATE),
+            "--format", "raw", "--output", str(raw), "--nonblocking", "--threads",
+        ]  # fmt: skip
+        spy = start_proc(record, None, spy_log)
+        time.sleep(1.0)
+    t_push, _ = push_registry(b.client, reg.url, c.path)
+    if spy is not None:
+        stop_proc(spy, signal.SIGINT, timeout=60)  # py-spy writes its samples on SIGINT
+    t_ingest = _ingest_in_process(b, c.path)
+    c.path.unlink(missing_ok=True)
+    s.rows.append(
+        Row(
+            "push over HTTP (profiled, py-spy attached)",
+            f"{fmt(mib / t_push)} MiB/s",
+            f"{t_push:.2f} s",
+        )
+    )
+    if t_ingest is not None:
+        s.rows.append(
+            Row(
+                "`ingest_file()` in-process on the same bytes (no HTTP, no spool)",
+                f"{fmt(mib / t_ingest)} MiB/s",
+                f"{t_ingest:.2f} s",
+            )
+        )
+        s.rows.append(
+            Row(
+                "⇒ receive + spool share of the push (push − ingest)",
+                f"{fmt(max(0.0, t_push - t_ingest))} s",
+                f"{100 * max(0.0, t_push - t_ingest) / t_push:.0f} % of the push",
+            )
+        )
+    s.facts.update(prof_push_s=t_push, prof_ingest_s=t_ingest, prof_mib=mib)
+    if spy is None or not raw.exists():
+        s.notes.append(
+            f"py-spy profile not available: {tail(spy_log, 300) or 'py-spy not installed'}"
+        )
+        return
+    _hotspots(s, raw, t_push)
+
+
+def _ingest_in_process(b: Bench, path: Path) -> float | None:
+    """Seconds of ``ingest_file()`` on the carton into a fresh store: no HTTP, no spool."""
+    try:
+        from registry.services.context import RegistryContext
+        from registry.services.ingest import ingest_file
+        from registry.settings import Settings
+
+        d = b.work / "inproc"
+        ctx = RegistryContext.open(Settings(data_dir=d), migrate=True)
+        try:
+            t = time.perf_counter()
+            ingest_file(ctx, path)
+            return time.perf_counter() - t
+        finally:
+            ctx.close()
+            shutil.rmtree(d, ignore_errors=True)
+    except Exception as exc:
+        b.log(f"in-process ingest failed: {exc}")
+        return None
+
+
+def _source_line(frame: str) -> str:
+    """The source line of a py-spy frame "func (path:line)", looked up in the repo or the venv."""
+    roots = [
+        REPO,
+        REPO / ".venv/lib/python3.11/site-packages",
+        Path(sysconfig.get_paths()["stdlib"]),
+    ]
+    try:
+        loc = frame.rsplit(" (", 1)[1].rstrip(")")
+        fpath, line = loc.rsplit(":", 1)
+        for root in roots:
+            p = root / fpath
+            if p.exists():
+                return linecache.getline(str(p), int(line)).strip()
+    except (IndexError, ValueError):
+        pass
+    return ""
+
+
+def _hotspots(s: Section, raw: Path, wall: float) -> None:
+    """Top self-time frames and an exclusive phase split from py-spy's collapsed stacks."""
+    rate = SAMPLE_RATE
+    leaf: Counter[str] = Counter()
+    phase_n: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        frames = [f for f in stack.split(";") if not f.startswith(("thread (", "process "))]
+        if not frames:
+            continue
+        total += n
+        leaf[frames[-1]] += n
+        joined = ";".join(frames)
+        if frames[-1].startswith("WorkerThread.run ("):
+            joined = frames[-1]  # a C call made by a to_thread job itself (the spool's write)
+        for ph, keys in PHASES:
+            if any(k in joined for k in keys):
+                phase_n[ph] += n
+                break
+    if total == 0:
+        s.notes.append("py-spy recorded no samples")
+        return
+    cpu = total / rate
+    md = [
+        "",
+        f"py-spy, {rate} Hz, all threads, idle threads excluded: {total} samples = {cpu:.1f} "
+        f"busy thread-seconds during a {wall:.1f} s push ({cpu / wall:.2f} threads busy in "
+        "the server on average; a thread blocked in write() or fsync() counts as busy).",
+        "",
+        "| top self time (innermost frame) | source line | busy s | share |",
+        "| --- | --- | --- | --- |",
+    ]
+    top = []
+    for frame, n in leaf.most_common(5):
+        src = _source_line(frame)
+        md.append(f"| `{frame}` | `{src}` | {n / rate:.1f} | {100 * n / total:.0f} % |")
+        top.append((frame, src, n / rate, 100 * n / total))
+    md += ["", "| phase (exclusive, first match) | busy s | share |", "| --- | --- | --- |"]
+    for ph, _ in PHASES:
+        n = phase_n.get(ph, 0)
+        md.append(f"| {ph} | {n / rate:.1f} | {100 * n / total:.0f} % |")
+    s.extra_md = "\n".join(md)
+    s.facts["hotspots"] = top
+    s.facts["phases"] = {
+        ph: (phase_n.get(ph, 0) / rate, 100 * phase_n.get(ph, 0) / total) for ph, _ in PHASES
+    }
+    s.facts["prof_cpu"] = cpu
+
+
+PROFILE = Figure("profile", "Where a push's time goes (one extra fresh push, profiled)", measure)

@@ -1,0 +1,308 @@
+"""The closing prose: per figure, the measured reason for a miss and what would reach the target.
+
+Each function reads the merged facts of all sections (a figure's line may cite
+another's numbers, e.g. the disk rate from the limits) and yields its lines;
+``EXPLAINERS`` lists them in report order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from bench.harness import MiB
+from bench.harness.load import CONNECTIONS
+from bench.harness.session import Scale
+from bench.report.table import fmt
+
+Facts = dict[str, Any]
+
+
+def push_stored(f: Facts, scale: Scale) -> Iterator[str]:
+    """Push, Stored: against sha256, the peer, the receive ceiling and the disk."""
+    if "push_stored" not in f:
+        return
+    disk = f.get("disk_fsync")
+    need_hash = 0.6 * f["push_hash"]
+    need_peer = 2 * f["push_peer"]
+    line = (
+        f"**Push, Stored** ({fmt(f['push_stored'])} MiB/s; {fmt(f['push_ratio_hash'], 2)}× "
+        f"the read+sha256 rate of {fmt(f['push_hash'])} MiB/s, {fmt(f['push_ratio_peer'], 2)}× "
+        f"the peer's {fmt(f['push_peer'])} MiB/s): the targets ask for ≥ {fmt(need_hash)} MiB/s "
+        f"(0.6× hashing) and ≥ {fmt(need_peer)} MiB/s (2× peer)."
+    )
+    if "push_recv_file" in f:
+        line += (
+            f" The HTTP receive alone sets a ceiling below the hashing target: a bare ASGI "
+            f"app on the same uvicorn, fed by the same client on the same 2 cores, receives "
+            f"{fmt(f['push_recv_discard'])} MiB/s and {fmt(f['push_recv_file'])} MiB/s when "
+            f"it also writes the body to a file (the registry reaches "
+            f"{fmt(f['push_stored'] / f['push_recv_file'], 2)}× of the latter)."
+        )
+    runs, peer_runs = f.get("push_stored_runs") or [], f.get("push_peer_runs") or []
+    burst = len(runs) > 1 and runs[0] > 1.5 * max(runs[1:])
+    if disk and disk / 2 > f["push_stored"] * 1.5 and not burst:
+        line += (
+            f" The disk is not what holds it: {fmt(disk)} MiB/s write+fsync here, so even "
+            f"writing every byte twice (spool, then blob) allows ~{fmt(disk / 2)} MiB/s; the "
+            "time goes to receiving the body in Python and to the second pass (below)."
+        )
+    elif disk:
+        rng = f.get("disk_fsync_range", "")
+        line += (
+            f" This disk writes+fsyncs at {fmt(disk)} MiB/s (median{', ' + rng if rng else ''}; "
+            "a shared VM disk, noisy), and the push writes each byte twice (spool file, then "
+            "fsynced blob) where the peer writes once without fsync"
+            + (
+                f": below the {fmt(min(need_hash, need_peer))} MiB/s the targets need, so here "
+                "they need the blobs to reach the disk without a synchronous fsync per blob "
+                "in the request (e.g. one `syncfs` per push) and no spool (single pass), or "
+                "a faster disk."
+                if disk < min(need_hash, need_peer)
+                else "."
+            )
+        )
+    if burst:
+        line += (
+            f" Run by run, the first push into a fresh store reached {fmt(runs[0])} MiB/s "
+            f"({fmt(runs[0] / peer_runs[0], 2)}× the peer's first) and the later ones "
+            f"{', '.join(fmt(r) for r in runs[1:])} MiB/s, though every timed push starts "
+            f"after `os.sync()` (a single 1 GiB write+fsync probe gives {fmt(disk)} MiB/s): "
+            "this VM disk does not sustain its burst rate, so removing the spool write (one "
+            "of the two writes of every byte) is the step that matters here."
+        )
+    yield line
+
+
+def push_profile(f: Facts, scale: Scale) -> Iterator[str]:
+    """Where the push's time goes, from the profiled push."""
+    ps, pi = f.get("prof_push_s"), f.get("prof_ingest_s")
+    if not (ps and pi):
+        return
+    ph = f.get("phases") or {}
+    recv = sum(v[1] for k, v in ph.items() if k.startswith(("receive", "spool")))
+    put = sum(v[1] for k, v in ph.items() if k.startswith("blob store"))
+    hs = f.get("hotspots") or []
+    top = "; ".join(f"`{src or fr}` {pct:.0f} %" for fr, src, _s, pct in hs[:3])
+    put_s = sum(v[0] for k, v in ph.items() if k.startswith("blob store"))
+    yield (
+        f"**Where the push time goes**: `ingest_file` in-process on the same (page-cached) "
+        f"bytes into a fresh store took {pi:.1f} s; the same push over HTTP took {ps:.1f} s. "
+        + (
+            f"py-spy over the HTTP push: receive + spool {recv:.0f} % of busy thread time, "
+            f"blob store put {put:.0f} % ({put_s:.1f} busy s against {pi:.1f} s for the whole "
+            f"in-process ingest: the blob writes stall behind writeback of the spool file's "
+            f"dirty pages); top lines: {top}. "
+            if ph
+            else ""
+        )
+        + "What would reach it: a single pass that stages each member as a blob while the "
+        "body streams in (from the local headers; published only after the central "
+        "directory and MANIFEST check out) removes the spool write and the re-read. The "
+        "server already runs uvicorn with httptools and uvloop; the receive ceiling above "
+        "bounds any HTTP push on this machine."
+    )
+
+
+def push_zstd(f: Facts, scale: Scale) -> Iterator[str]:
+    """Push, zstd: against the decompress + sha256 limit."""
+    if "push_zstd" not in f:
+        return
+    yield (
+        f"**Push, zstd**: {fmt(f['push_zstd'])} MiB/s of carton bytes = "
+        f"{fmt(f['push_zstd_ratio'], 2)}× the single-thread decompress+sha256 limit "
+        f"({fmt(f['push_zstd_lim'])} MiB/s). "
+        + (
+            "Met. "
+            if f["push_zstd_ratio"] >= 0.7
+            else "Members are already decompressed and hashed in worker threads (one per "
+            "core, largest first). The limit (b) decompresses and hashes in memory; the push "
+            "also receives and spools the carton and writes (and fsyncs) the twice-as-large "
+            "content as blobs, so the disk and receive costs above bound it; the single pass "
+            "above is what would reach it. "
+        )
+    )
+
+
+def repush(f: Facts, scale: Scale) -> Iterator[str]:
+    """Re-push: what a fresh CLI process costs before it sends anything."""
+    if "repush_s" not in f:
+        return
+    tops = ", ".join(f"`{n}` {t:.2f} s" for n, t in f.get("cli_import_top", [])[:3])
+    yield (
+        f"**Re-push** ({f['repush_s']:.2f} s, target < 0.2 s): a fresh `carton-registry` "
+        f"process costs {f['cli_floor']:.2f} s before doing anything (`--help`; bare "
+        f"`python -c pass` {f.get('cli_bare', float('nan')):.2f} s; `import registry.cli` "
+        f"{f.get('cli_import_total', float('nan')):.2f} s"
+        + (f", heaviest: {tops}" if tops else "")
+        + f"); the push itself sent {int(f['repush_wire']):,} bytes. "
+        "The server's share is milliseconds (indexed blobs are not read back; rows carry "
+        "size and CRC), and the CLI reads only the zip's directory and MANIFEST; what remains "
+        "is process start-up, mostly importing httpx and creating its SSL context. What "
+        "would reach it: a lighter HTTP client for the no-op path (stdlib `http.client`), "
+        "or pushing from a long-lived process (`registry.client`)."
+    )
+
+
+def variant(f: Facts, scale: Scale) -> Iterator[str]:
+    """Variant push: bytes on the wire against the changed bytes."""
+    if "variant_ratio" not in f:
+        return
+    yield (
+        f"**Variant push**: {fmt(f['variant_ratio'], 3)}× the changed bytes on the wire "
+        f"({'met' if f['variant_ratio'] < 1.1 else 'not met'})."
+    )
+
+
+def pull(f: Facts, scale: Scale) -> Iterator[str]:
+    """Full-carton and blob pull against the peer and the page cache."""
+    for key, label in (("full", "Full-carton pull"), ("blob", "Blob pull")):
+        if f"pull_{key}_curl_ratio" in f:
+            yield (
+                f"**{label}**: curl {fmt(f[f'pull_{key}_curl'])} MiB/s = "
+                f"{fmt(f[f'pull_{key}_curl_ratio'], 2)}× the peer ({fmt(f[f'pull_{key}_peer_curl'])}), "
+                f"httpx {fmt(f[f'pull_{key}_httpx'])} MiB/s = {fmt(f[f'pull_{key}_httpx_ratio'], 2)}× "
+                f"the peer ({fmt(f[f'pull_{key}_peer_httpx'])}); the page cache gives "
+                f"{fmt(f[f'pull_{key}_cat'])} MiB/s, so the server, not the disk, is the limit. "
+                + (
+                    ""
+                    if min(f[f"pull_{key}_curl_ratio"], f[f"pull_{key}_httpx_ratio"]) >= 1.0
+                    else "Bytes are read in 1 MiB chunks, each fetched on a worker thread and "
+                    "copied through Python; results vary widely run to run on this VM (min–max "
+                    "in section 4). What would reach it: zero-copy sending, which needs an ASGI "
+                    "server with sendfile/pathsend support (uvicorn has none; granian does)"
+                    + (
+                        ", with `?form=full`'s Stored ranges read straight from the blob files."
+                        if key == "full"
+                        else "."
+                    )
+                )
+            )
+
+
+def load(f: Facts, scale: Scale) -> Iterator[str]:
+    """Under load: against `/healthz`, and with two workers."""
+    w1 = {k: v for k, v in f.items() if k.startswith("load_w1_")}
+    if not w1:
+        return
+    hz = w1.get("load_w1_wrk_GET_healthz", {})
+    sl = w1.get("load_w1_wrk_GET_carton", {})
+    hb = w1.get("load_w1_hey_HEAD_blob", {})
+    hc = w1.get("load_w1_hey_HEAD_carton", {})
+    parts = []
+    if hz:
+        parts.append(f"`/healthz` itself: {fmt(hz['rps'])} req/s, p99 {fmt(hz['p99'])} ms")
+    if sl:
+        parts.append(
+            f"slim GET {fmt(sl['rps'])} req/s ({fmt(sl['ratio'], 2)}×, ≈ {fmt(1000 / sl['rps'])} ms "
+            f"of one worker per request), p99 {fmt(sl['p99'])} ms"
+        )
+    if hc:
+        parts.append(f"HEAD carton {fmt(hc['ratio'], 2)}×, p99 {fmt(hc['p99'])} ms")
+    if hb:
+        parts.append(f"HEAD blob {fmt(hb['ratio'], 2)}×, p99 {fmt(hb['p99'])} ms")
+    line = "**Under load** (1 worker): " + "; ".join(parts) + ". "
+    if hz and hz.get("p99", 0) >= 20:
+        line += (
+            f"With {CONNECTIONS} connections queued on one event loop, p99 ≈ {CONNECTIONS} × per-request time + "
+            "queueing; when even `/healthz` has a p99 over 20 ms, the 20 ms target needs a "
+            "cheaper request path (fewer middleware layers, a C HTTP parser) and more "
+            "workers than this 2-core machine (shared with the load generator) has. "
+        )
+    if sl and sl.get("p50") and sl["p99"] > 5 * sl["p50"]:
+        line += (
+            f"The slim route's p99 is {fmt(sl['p99'] / sl['p50'])}× its p50: a long tail beyond "
+            "plain queueing, worth checking against anyio's 40-thread limiter and the DB "
+            f"connection pool under {CONNECTIONS} concurrent requests. "
+        )
+    line += (
+        "Slim cartons are already served whole from an in-process cache, and each request "
+        "checks the index with one primary-key lookup; what remains per request is one "
+        "worker-thread hop and one database round trip on top of the middleware that "
+        "`/healthz` also runs. "
+        + (
+            "With 2 workers: "
+            + ", ".join(
+                f"{name} {fmt(f[key]['ratio'], 2)}×"
+                for name, key in (
+                    ("slim GET", "load_w2_wrk_GET_carton"),
+                    ("HEAD carton", "load_w2_hey_HEAD_carton"),
+                    ("HEAD blob", "load_w2_hey_HEAD_blob"),
+                )
+                if isinstance(f.get(key), dict) and "ratio" in f[key]
+            )
+            + ". "
+            if any(k.startswith("load_w2_") for k in f)
+            else ""
+        )
+        + f"Under {CONNECTIONS} connections the p99 is mostly queueing ({CONNECTIONS} × the per-request time on one "
+        "worker); reaching 20 ms needs the per-request cost well under 1 ms (an async "
+        "database driver, or a read-through cache with cross-process invalidation) or "
+        "more cores than this 2-core machine, which also runs the load generator."
+    )
+    yield line
+
+
+def memory(f: Facts, scale: Scale) -> Iterator[str]:
+    """Memory: peak RSS against the 200 MiB target."""
+    if not f.get("rss_push"):
+        return
+    worst = max(f["rss_push"], f.get("rss_pull") or 0)
+    yield (
+        f"**Memory**: idle server {f['rss_idle'] / MiB:.0f} MiB, peak "
+        f"{f['rss_push'] / MiB:.0f} MiB receiving and "
+        + (f"{f['rss_pull'] / MiB:.0f} MiB sending" if f.get("rss_pull") else "n/a sending")
+        + f" {scale.mem_size // MiB} MiB (peer {f['rss_peer_push'] / MiB:.0f} / "
+        f"{f['rss_peer_pull'] / MiB:.0f} MiB): "
+        + (
+            "within 200 MiB."
+            if worst < 200 * MiB
+            else f"over 200 MiB by {(worst - 200 * MiB) / MiB:.0f} MiB; the idle process is "
+            f"{f['rss_idle'] / MiB:.0f} MiB of it (imports), the rest buffers in flight."
+        )
+    )
+
+
+def listing(f: Facts, scale: Scale) -> Iterator[str]:
+    """Listing: HTTP latency, in-process time and database time."""
+    lp = {k: v for k, v in f.items() if k.startswith("listing /")}
+    if not lp:
+        return
+    worst = max(lp.values())
+    line = (
+        f"**Listing** ({scale.models:,} models): HTTP p50 {fmt(min(lp.values()))}–{fmt(worst)} ms "
+        f"against a 30 ms target. "
+    )
+    ip = f.get("listing_inproc first page")
+    db = f.get("listing_db first page")
+    if ip is not None and db is not None:
+        line += (
+            f"For the first page, in-process `catalog.list_models()` takes {fmt(ip)} ms, of "
+            f"which the database executes {fmt(db)} ms (EXPLAIN ANALYZE). "
+        )
+        if db > 15:
+            line += (
+                "The query finds each model's latest version with a GROUP BY over all "
+                "versions before it can LIMIT: what would reach it is a per-model "
+                "`latest_version` column (or a LATERAL/`DISTINCT ON` plan driven by the "
+                "name index) so a page reads ~limit rows, plus a trigram index for `q`."
+            )
+    yield line
+
+
+EXPLAINERS: list[Callable[[Facts, Scale], Iterator[str]]] = [
+    push_stored,
+    push_profile,
+    push_zstd,
+    repush,
+    variant,
+    pull,
+    load,
+    memory,
+    listing,
+]
+
+
+def analysis(facts: Facts, scale: Scale) -> list[str]:
+    """One line per figure that has something to say."""
+    return [line for explain in EXPLAINERS for line in explain(facts, scale)]
