@@ -150,7 +150,7 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 def cmd_pull(args: argparse.Namespace) -> int:
     with client_from(args) as client:
-        sha, name = client.resolve(args.ref)
+        sha, name = api.resolve(client, args.ref)
         output = Path(args.output) if args.output else Path(f"{name or sha}.carton")
         with transfer_progress(f"pull {output.name}") as bar:
             written = api.pull_carton(
@@ -211,7 +211,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     with client_from(args) as client:
-        sha, name = client.resolve(args.ref)
+        sha, name = api.resolve(client, args.ref)
         info: dict[str, Any] = client.get_carton(sha)
         if name is not None:
             model = client.get_model(name)

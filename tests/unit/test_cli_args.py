@@ -11,6 +11,7 @@ import pytest
 
 from registry import cli
 from registry import client as api
+from registry.client import transport
 
 SHA = "a" * 64
 SHA2 = "b" * 64
@@ -141,16 +142,16 @@ def test_resolve_references():
         return httpx.Response(404, json={"error": f"no model named {request.url.path}"})
 
     with mock_client(handler, token="sekrit") as c:
-        assert c.resolve(SHA) == (SHA, None)
-        assert c.resolve("m") == (SHA2, "m")  # no latest tag: highest version
-        assert c.resolve("m:1") == (SHA, "m")
-        assert c.resolve("m@prod") == (SHA, "m")
+        assert api.resolve(c, SHA) == (SHA, None)
+        assert api.resolve(c, "m") == (SHA2, "m")  # no latest tag: highest version
+        assert api.resolve(c, "m:1") == (SHA, "m")
+        assert api.resolve(c, "m@prod") == (SHA, "m")
         with pytest.raises(api.ClientError, match="no tag 'dev'"):
-            c.resolve("m@dev")
+            api.resolve(c, "m@dev")
         with pytest.raises(api.ClientError, match="no version 7"):
-            c.resolve("m:7")
+            api.resolve(c, "m:7")
         with pytest.raises(api.ClientError) as info:
-            c.resolve("other")
+            api.resolve(c, "other")
         assert info.value.status == 404
     assert all(r.headers["Authorization"] == "Bearer sekrit" for r in seen)
 
@@ -158,7 +159,7 @@ def test_resolve_references():
 def test_resolve_prefers_latest_tag():
     model = {**MODEL, "tags": {"latest": {"version": 1, "manifest_sha256": SHA}}}
     with mock_client(lambda r: httpx.Response(200, json=model)) as c:
-        assert c.resolve("m") == (SHA, "m")
+        assert api.resolve(c, "m") == (SHA, "m")
 
 
 def test_model_names_are_quoted_in_paths():
@@ -169,7 +170,7 @@ def test_model_names_are_quoted_in_paths():
         return httpx.Response(200, json=MODEL)
 
     with mock_client(handler) as c:
-        c.resolve("my model:1")
+        api.resolve(c, "my model:1")
     assert paths == [b"/api/v1/models/my%20model"]
 
 
@@ -228,4 +229,4 @@ def test_bytes_sent_counts_json_and_streams():
         c.put_blob(SHA, [b"x" * 1000, b"y" * 24], 1024)
         assert c.bytes_sent == json_bytes + 1024
         assert c.count("PUT") == 1 and c.count("POST", "/api/v1/blobs") == 1
-    assert api.last_client is c
+    assert transport.last_client is c

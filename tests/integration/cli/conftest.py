@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from registry import client as client_module
 from registry.carton.manifest import MANIFEST_NAME
 from registry.carton.zipread import CartonArchive, sha256_member
 from registry.cli import main
+from registry.client import transport
 
 
 @dataclass
@@ -49,9 +49,9 @@ def cli():
     return run
 
 
-def last_client() -> client_module.RegistryClient:
-    assert client_module.last_client is not None
-    return client_module.last_client
+def last_client() -> transport.RegistryClient:
+    assert transport.last_client is not None
+    return transport.last_client
 
 
 def manifest_hash(path: Path) -> str:
