@@ -2,7 +2,7 @@
 
 Every request counts the body bytes it sends (``client.bytes_sent``) and is
 recorded in ``client.requests`` as ``(method, path)``, so a caller can tell
-what a transfer cost. The most recently created client is ``last_client``.
+what a transfer cost.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ MISSING_BATCH = 10_000
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just transferred."""
-
-last_client: RegistryClient | None = None
 
 
 class ClientError(Exception):
@@ -67,7 +65,6 @@ class RegistryClient:
         timeout: float | None = 300.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        global last_client
         self.url = (url or default_url()).rstrip("/")
         self.token = token
         self.bytes_sent = 0
@@ -83,7 +80,6 @@ class RegistryClient:
             transport=transport,
             event_hooks={"request": [self._on_request]},
         )
-        last_client = self
 
     # -- plumbing ------------------------------------------------------------------
     def _on_request(self, request: httpx.Request) -> None:

@@ -1,13 +1,11 @@
-"""Helpers for driving the CLI in-process against a live server."""
+"""Helpers for driving the CLI in-process against a live server (``cli``: tests.cli_runner)."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -15,43 +13,7 @@ import pytest
 
 from registry.carton.manifest import MANIFEST_NAME
 from registry.carton.zipread import CartonArchive, sha256_member
-from registry.cli import main
-from registry.client import transport
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def last_line(self) -> str:
-        lines = self.out.strip().splitlines()
-        return lines[-1] if lines else ""
-
-
-@pytest.fixture
-def cli():
-    """``cli(*argv)`` runs ``main`` in-process and returns its exit code and output.
-
-    Output is captured with redirect_stdout/redirect_stderr only while ``main``
-    runs (not capsys), so log handlers the server installs at start-up keep a
-    stream that stays open.
-    """
-
-    def run(*argv: str) -> Run:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(argv))
-        return Run(code, out.getvalue(), err.getvalue())
-
-    return run
-
-
-def last_client() -> transport.RegistryClient:
-    assert transport.last_client is not None
-    return transport.last_client
+from tests.cli_runner import cli  # noqa: F401
 
 
 def manifest_hash(path: Path) -> str:
