@@ -211,7 +211,7 @@ class Bench:
 
     def cli(self) -> Path | None:
         exe = lib.VENV_BIN / "carton-registry"
-        if not (lib.REPO / "registry" / "cli.py").exists() or not exe.exists():
+        if not (lib.REPO / "registry" / "cli").is_dir() or not exe.exists():
             return None
         return exe
 
@@ -630,7 +630,7 @@ class Bench:
         exe = self.cli()
         if exe is None:
             s.na(
-                "`carton-registry` CLI not built yet (registry/cli.py / .venv/bin/carton-registry missing)"
+                "`carton-registry` CLI not built yet (registry/cli/ / .venv/bin/carton-registry missing)"
             )
             return
         if self.last is None:
@@ -758,7 +758,7 @@ class Bench:
         exe = self.cli()
         if exe is None:
             s.na(
-                "`carton-registry` CLI not built yet (registry/cli.py / .venv/bin/carton-registry missing)"
+                "`carton-registry` CLI not built yet (registry/cli/ / .venv/bin/carton-registry missing)"
             )
             return
         if self.last is None:
