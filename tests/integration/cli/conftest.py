@@ -1,57 +1,19 @@
-"""Helpers for driving the CLI in-process against a live server."""
+"""Helpers for driving the CLI in-process against a live server (``cli``: tests.cli_runner)."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from registry import client as client_module
 from registry.carton.manifest import MANIFEST_NAME
 from registry.carton.zipread import CartonArchive, sha256_member
-from registry.cli import main
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def last_line(self) -> str:
-        lines = self.out.strip().splitlines()
-        return lines[-1] if lines else ""
-
-
-@pytest.fixture
-def cli():
-    """``cli(*argv)`` runs ``main`` in-process and returns its exit code and output.
-
-    Output is captured with redirect_stdout/redirect_stderr only while ``main``
-    runs (not capsys), so log handlers the server installs at start-up keep a
-    stream that stays open.
-    """
-
-    def run(*argv: str) -> Run:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(argv))
-        return Run(code, out.getvalue(), err.getvalue())
-
-    return run
-
-
-def last_client() -> client_module.RegistryClient:
-    assert client_module.last_client is not None
-    return client_module.last_client
+from tests.cli_runner import cli  # noqa: F401
 
 
 def manifest_hash(path: Path) -> str:

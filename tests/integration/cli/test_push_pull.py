@@ -10,7 +10,6 @@ import pytest
 from tests.conftest import FIXTURE_CARTONS, fixture_carton
 from tests.integration.cli.conftest import (
     assert_full_and_valid,
-    last_client,
     make_carton,
     manifest_hash,
     member_bytes,
@@ -27,14 +26,14 @@ def test_push_prints_manifest_hash_and_repush_uploads_nothing(cli, live_server, 
     assert first.last_line == expected
     assert "deduplicated" in first.out
     assert "(nothing new)" not in first.out
-    client = last_client()
+    client = first.client
     assert client.count("POST", "/api/v1/blobs/missing") == 1
     assert client.count("POST", "/api/v1/cartons") == 1
 
     again = cli("push", str(carton), "--url", live_server.url)
     assert again.code == 0, again.err
     assert again.last_line == expected
-    client = last_client()
+    client = again.client
     assert client.count("PUT") == 0
     assert "uploaded 0 blob(s)" in again.out
     assert "(nothing new)" in again.out
@@ -45,7 +44,7 @@ def test_push_full_sends_the_file_as_is(cli, live_server):
     run = cli("push", "--full", str(carton), "--url", live_server.url)
     assert run.code == 0, run.err
     assert run.last_line == manifest_hash(carton)
-    client = last_client()
+    client = run.client
     assert client.count("PUT") == 0
     assert client.bytes_sent == carton.stat().st_size
 
@@ -57,7 +56,7 @@ def test_push_after_a_similar_carton_uploads_only_new_blobs(cli, live_server):
     run = cli("push", str(slim), "--url", live_server.url)
     assert run.code == 0, run.err
     assert run.last_line == manifest_hash(slim)
-    assert last_client().count("PUT") == 0
+    assert run.client.count("PUT") == 0
 
 
 def test_push_with_tag_and_model_name(cli, live_server):
@@ -139,7 +138,7 @@ def test_ls_paginates(cli, live_server, monkeypatch):
     assert run.code == 0, run.err
     named = len(PUSHABLE) - 1  # 01 has no model_name
     assert len(json.loads(run.out)) == named
-    assert last_client().count("GET", "/api/v1/models") in (named, named + 1)
+    assert run.client.count("GET", "/api/v1/models") in (named, named + 1)
 
 
 # -- pull (needs GET /cartons/{sha}.carton) --------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli.conftest import CARTON_TOML, last_client
+from tests.integration.cli.conftest import CARTON_TOML
 
 MiB = 1 << 20
 
@@ -46,7 +46,7 @@ def test_variant_push_sends_only_the_changed_file(cli, live_server, tmp_path):
     run = cli("push", str(first), "--url", live_server.url)
     assert run.code == 0, run.err
     assert run.last_line == first_sha
-    assert last_client().bytes_sent > 200 * MiB
+    assert run.client.bytes_sent > 200 * MiB
 
     files["model/head.bin"] = _data(101, MiB)
     second = tmp_path / "v2.carton"
@@ -55,7 +55,7 @@ def test_variant_push_sends_only_the_changed_file(cli, live_server, tmp_path):
     run = cli("push", str(second), "--url", live_server.url)
     assert run.code == 0, run.err
     assert run.last_line == second_sha
-    client = last_client()
+    client = run.client
     assert client.bytes_sent < 5 * MiB, client.bytes_sent
     assert client.count("PUT") == 1
     assert "version 2" in run.out

@@ -1,20 +1,24 @@
 """Operator commands: ``gc``, ``fsck`` and ``token``.
 
-``registry/cli.py`` calls ``add_commands(subparsers)``; every subcommand sets
-``func`` to a callable ``(args) -> int`` (the exit status). They work on the
-database and blob store directly (``Settings.from_env()``), not through a
-server, so they run next to the servers with the same ``REGISTRY_*`` variables.
+They work on the database and blob store directly (``Settings.from_env()``),
+not through a server, so they run next to the servers with the same
+``REGISTRY_*`` variables. The services are imported when a command runs, so
+client commands start fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from typing import Any
+from contextlib import closing
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
+from registry.cli.output import err, fail, human_bytes, print_json
 from registry.errors import RegistryError
 from registry.settings import Settings, parse_duration
+
+if TYPE_CHECKING:
+    from registry.services.context import RegistryContext
 
 
 def _duration(text: str) -> float:
@@ -34,41 +38,29 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _open_ctx() -> Any:
+def _open_registry() -> RegistryContext:
     from registry.services.context import RegistryContext
 
     return RegistryContext.open(Settings.from_env())
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def _fail(message: str, code: int = 1) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return code
+def _timestamp(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
     from registry.services.gc import GcBusy, collect_garbage
 
-    ctx = _open_ctx()
-    try:
+    with closing(_open_registry()) as ctx:
         grace = args.grace if args.grace is not None else ctx.settings.gc_grace
         try:
             report = collect_garbage(ctx, grace, dry_run=args.dry_run)
         except GcBusy as exc:
-            return _fail(exc.message, 75)
+            return fail(exc.message, 75)
         except RegistryError as exc:
-            return _fail(exc.message)
-    finally:
-        ctx.close()
+            return fail(exc.message)
     if args.json:
-        print(json.dumps(report.as_json(), indent=2))
+        print_json(report.as_json())
         return 0
     verb = "would delete" if args.dry_run else "deleted"
     for sha in report.deleted if args.verbose or args.dry_run else ():
@@ -76,7 +68,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     print(
         f"gc{' (dry run)' if args.dry_run else ''}: {verb} {report.blobs_deleted} blobs, "
         f"{'would free' if args.dry_run else 'freed'} {report.bytes_freed} bytes "
-        f"({_human(report.bytes_freed)}); {report.candidates} candidates older than "
+        f"({human_bytes(report.bytes_freed)}); {report.candidates} candidates older than "
         f"{grace:g}s, {report.skipped_leased} kept for pushes in progress, "
         f"{report.temp_removed} stale temp files, {report.leases_expired} expired leases; "
         f"{report.duration:.2f}s"
@@ -87,18 +79,15 @@ def cmd_gc(args: argparse.Namespace) -> int:
 def cmd_fsck(args: argparse.Namespace) -> int:
     from registry.services.fsck import check_integrity
 
-    ctx = _open_ctx()
-    try:
+    with closing(_open_registry()) as ctx:
         try:
             report = check_integrity(
                 ctx, verify_hashes=args.verify_hashes or args.sample is not None, sample=args.sample
             )
         except RegistryError as exc:
-            return _fail(exc.message, 2)
-    finally:
-        ctx.close()
+            return fail(exc.message, 2)
     if args.json:
-        print(json.dumps(report.as_json(), indent=2))
+        print_json(report.as_json())
         return 0 if report.ok else 1
     for sha in report.missing:
         print(f"missing blob {sha}")
@@ -111,7 +100,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     for manifest in report.affected_cartons:
         print(f"affected carton {manifest} (its versions are now UNAVAILABLE)")
     hashed = (
-        f", {report.blobs_hashed} hashed ({_human(report.bytes_hashed)})"
+        f", {report.blobs_hashed} hashed ({human_bytes(report.bytes_hashed)})"
         if report.blobs_hashed
         else ""
     )
@@ -127,25 +116,20 @@ def cmd_fsck(args: argparse.Namespace) -> int:
 def cmd_token_create(args: argparse.Namespace) -> int:
     from registry.services.auth import create_token
 
-    ctx = _open_ctx()
-    try:
+    with closing(_open_registry()) as ctx:
         try:
             token, info = create_token(ctx, args.name, args.scope)
         except RegistryError as exc:
-            return _fail(exc.message)
-    finally:
-        ctx.close()
+            return fail(exc.message)
     if args.json:
-        print(
-            json.dumps(
-                {"token": token, "name": info.name, "scopes": list(info.scopes), "id": info.id}
-            )
+        print_json(
+            {"token": token, "name": info.name, "scopes": list(info.scopes), "id": info.id},
+            indent=None,
         )
         return 0
-    print(
+    err(
         f"created token {info.id} {info.name!r} with scopes {', '.join(info.scopes)}; "
-        "it is shown once, store it now:",
-        file=sys.stderr,
+        "it is shown once, store it now:"
     )
     print(token)
     return 0
@@ -154,23 +138,16 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 def cmd_token_list(args: argparse.Namespace) -> int:
     from registry.services.auth import list_tokens
 
-    ctx = _open_ctx()
-    try:
+    with closing(_open_registry()) as ctx:
         tokens = list_tokens(ctx, include_revoked=args.all)
-    finally:
-        ctx.close()
     if args.json:
-        print(json.dumps([t.as_json() for t in tokens], indent=2))
+        print_json([t.as_json() for t in tokens])
         return 0
     print(f"{'ID':>4}  {'NAME':<24} {'SCOPE':<7} {'CREATED':<20} {'LAST USED':<20} REVOKED")
     for t in tokens:
-
-        def when(value: Any) -> str:
-            return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
-
         print(
-            f"{t.id:>4}  {t.name:<24} {t.scope or '-':<7} {when(t.created_at):<20} "
-            f"{when(t.last_used_at):<20} {when(t.revoked_at)}"
+            f"{t.id:>4}  {t.name:<24} {t.scope or '-':<7} {_timestamp(t.created_at):<20} "
+            f"{_timestamp(t.last_used_at):<20} {_timestamp(t.revoked_at)}"
         )
     return 0
 
@@ -178,14 +155,11 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 def cmd_token_revoke(args: argparse.Namespace) -> int:
     from registry.services.auth import revoke_token
 
-    ctx = _open_ctx()
-    try:
+    with closing(_open_registry()) as ctx:
         try:
             revoked = revoke_token(ctx, args.id_or_name)
         except RegistryError as exc:
-            return _fail(exc.message)
-    finally:
-        ctx.close()
+            return fail(exc.message)
     for t in revoked:
         print(f"revoked token {t.id} {t.name!r}")
     return 0
@@ -258,16 +232,3 @@ def add_commands(subparsers: Any) -> None:
     revoke = token_sub.add_parser("revoke", help="revoke a token by id or name")
     revoke.add_argument("id_or_name", metavar="ID|NAME")
     revoke.set_defaults(func=cmd_token_revoke)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the operator commands alone (``python -m registry.cli_ops``), e.g. before cli.py."""
-    parser = argparse.ArgumentParser(prog="carton-registry")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    add_commands(subparsers)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

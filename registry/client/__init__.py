@@ -1,0 +1,48 @@
+"""The Python client of the registry's REST API, and the transfers built on it.
+
+What lives here: ``transport`` (``RegistryClient`` over httpx, ``ClientError``
+and how error bodies are decoded), ``references`` (``parse_ref``, ``resolve``),
+``push`` (plan, slim zip, upload), ``pull`` (download and verify), ``hydrate``
+(slim to full, fetching LINKS from any host), ``files`` (client read limits,
+atomic output).
+
+It may import ``registry.carton``, httpx and the ``DEFAULT_PORT`` of
+``registry.settings`` (a leaf module); never ``services/``, ``http/`` or
+``cli/``, so pushing or pulling loads no database driver or web framework. The
+CLI (``registry.cli``) is a thin layer over it; scripts can use it directly::
+
+    with RegistryClient("http://127.0.0.1:8080") as client:
+        outcome = push_carton(client, "model.carton", tag="latest")
+        pull_carton(client, outcome.manifest_sha256, "copy.carton", full=True)
+"""
+
+from registry.client.hydrate import fetch_verified, hydrate_carton
+from registry.client.pull import pull_carton, verify_manifest
+from registry.client.push import PushOutcome, PushPlan, plan_push, push_carton, slim_zip
+from registry.client.references import parse_ref, resolve
+from registry.client.transport import (
+    DEFAULT_URL,
+    ClientError,
+    Progress,
+    RegistryClient,
+    default_url,
+)
+
+__all__ = [
+    "DEFAULT_URL",
+    "ClientError",
+    "Progress",
+    "PushOutcome",
+    "PushPlan",
+    "RegistryClient",
+    "default_url",
+    "fetch_verified",
+    "hydrate_carton",
+    "parse_ref",
+    "plan_push",
+    "pull_carton",
+    "push_carton",
+    "resolve",
+    "slim_zip",
+    "verify_manifest",
+]

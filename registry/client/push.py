@@ -1,0 +1,137 @@
+"""Push: ask which blobs the registry lacks, upload those, then post a slim zip.
+
+The slim zip (carton.toml, tensor index, MANIFEST, LINKS) lets the registry
+validate and index the carton from blobs it already holds.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from registry.carton.errors import CartonFormatError
+from registry.carton.manifest import LINKS_NAME, MANIFEST_NAME
+from registry.carton.zipread import CHUNK, CartonArchive
+from registry.carton.zipwrite import STORED, write_zip
+from registry.client.files import CLIENT_LIMITS
+from registry.client.transport import ClientError, Progress, RegistryClient
+
+CARTON_TOML = "carton.toml"
+TENSOR_INDEX = "tensor_data/index.toml"
+
+
+@dataclass
+class PushOutcome:
+    manifest_sha256: str
+    response: dict[str, Any]
+    uploaded_blobs: int = 0
+    uploaded_bytes: int = 0
+    already_stored: int = 0
+    linked: list[str] = field(default_factory=list)  # missing and not in the zip: left to LINKS
+    full: bool = False
+    local_error: str | None = None  # why the slim path was not taken
+
+
+@dataclass
+class PushPlan:
+    """What a push will upload: blobs (sha256, path in zip, size)."""
+
+    manifest_sha256: str
+    distinct: int
+    uploads: list[tuple[str, str, int]]
+    linked: list[str]
+
+    @property
+    def upload_bytes(self) -> int:
+        return sum(size for _, _, size in self.uploads)
+
+
+def plan_push(client: RegistryClient, archive: CartonArchive) -> PushPlan:
+    by_sha: dict[str, list[str]] = {}
+    for entry in archive.manifest:
+        by_sha.setdefault(entry.sha256, []).append(entry.path)
+    missing = client.missing_blobs(by_sha)
+    uploads: list[tuple[str, str, int]] = []
+    linked: list[str] = []
+    for sha in missing:
+        present = [p for p in by_sha.get(sha, []) if p in archive.members]
+        if present:
+            uploads.append((sha, present[0], archive.member_size(present[0])))
+        else:
+            linked.append(sha)
+    return PushPlan(archive.manifest_sha256, len(by_sha), uploads, linked)
+
+
+def slim_zip(archive: CartonArchive) -> bytes:
+    """carton.toml, tensor_data/index.toml, MANIFEST (and LINKS) of a carton, as a zip."""
+    members: list[tuple[str, Callable[[], BinaryIO], int]] = []
+    for path in (CARTON_TOML, TENSOR_INDEX):
+        if path in archive.manifest and path in archive.members:
+            members.append((path, lambda p=path: archive.open_member(p), STORED))  # type: ignore[misc]
+    raw = archive.manifest.raw
+    members.append((MANIFEST_NAME, lambda: io.BytesIO(raw), STORED))
+    if LINKS_NAME in archive.members:
+        members.append((LINKS_NAME, lambda: archive.open_member(LINKS_NAME), STORED))
+    out = io.BytesIO()
+    write_zip(out, members)
+    return out.getvalue()
+
+
+def push_carton(
+    client: RegistryClient,
+    path: str | os.PathLike[str],
+    *,
+    model: str | None = None,
+    tag: str | None = None,
+    full: bool = False,
+    on_plan: Callable[[PushPlan], None] | None = None,
+    on_local_error: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
+) -> PushOutcome:
+    """Push a local carton, sending only the blobs the registry lacks (unless ``full``).
+
+    A file that cannot be read locally as a carton is sent whole, so the
+    registry's own validation gives the verdict.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    archive: CartonArchive | None = None
+    local_error: str | None = None
+    if not full:
+        try:
+            archive = CartonArchive.open(path, CLIENT_LIMITS)
+        except CartonFormatError as exc:
+            local_error = exc.message
+            if on_local_error is not None:
+                on_local_error(local_error)
+    if archive is None:
+        with path.open("rb") as f:
+            response = client.post_carton(
+                iter(lambda: f.read(CHUNK), b""), size, model=model, tag=tag, progress=progress
+            )
+        return PushOutcome(
+            response["manifest_sha256"], response, full=True, local_error=local_error
+        )
+    with archive:
+        plan = plan_push(client, archive)
+        if on_plan is not None:
+            on_plan(plan)
+        outcome = PushOutcome(plan.manifest_sha256, {}, linked=plan.linked)
+        outcome.already_stored = plan.distinct - len(plan.uploads) - len(plan.linked)
+        for sha, member, member_size in plan.uploads:
+            with archive.open_member(member) as reader:
+                client.put_blob(sha, reader.iter_chunks(CHUNK), member_size, progress)
+            outcome.uploaded_blobs += 1
+            outcome.uploaded_bytes += member_size
+        body = slim_zip(archive)
+    outcome.response = client.post_carton([body], len(body), model=model, tag=tag)
+    if outcome.response.get("manifest_sha256") != outcome.manifest_sha256:
+        raise ClientError(
+            f"the registry stored manifest {outcome.response.get('manifest_sha256')}, "
+            f"expected {outcome.manifest_sha256}"
+        )
+    return outcome

@@ -1,0 +1,204 @@
+"""The registry's REST API over one httpx connection pool, and the error it raises.
+
+Every request counts the body bytes it sends (``client.bytes_sent``) and is
+recorded in ``client.requests`` as ``(method, path)``, so a caller can tell
+what a transfer cost.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from registry.settings import DEFAULT_PORT
+
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+MISSING_BATCH = 10_000
+
+Progress = Callable[[int], None]
+"""Called with the number of bytes just transferred."""
+
+
+class ClientError(Exception):
+    """Something the user must be told about; ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+    def __str__(self) -> str:
+        return f"{self.message} (HTTP {self.status})" if self.status else self.message
+
+
+def default_url() -> str:
+    return os.environ.get("REGISTRY_URL") or DEFAULT_URL
+
+
+def error_message(response: httpx.Response) -> str:
+    """The ``{"error": ...}`` of a failed response, else the start of its text."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return body["error"]
+    try:
+        text = response.text.strip()
+    except httpx.ResponseNotRead:
+        text = ""
+    return text[:500] or response.reason_phrase or "request failed"
+
+
+class RegistryClient:
+    """The registry's REST API over one httpx connection pool."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float | None = 300.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = (url or default_url()).rstrip("/")
+        self.token = token
+        self.bytes_sent = 0
+        self.requests: list[tuple[str, str]] = []
+        headers = {"User-Agent": "carton-registry-cli"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.http = httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            follow_redirects=True,
+            transport=transport,
+            event_hooks={"request": [self._on_request]},
+        )
+
+    # -- plumbing ------------------------------------------------------------------
+    def _on_request(self, request: httpx.Request) -> None:
+        self.requests.append((request.method, request.url.path))
+        # Bodies given as bytes are counted here; streamed ones as they are read.
+        stream = request.stream
+        if isinstance(stream, httpx.ByteStream):
+            self.bytes_sent += len(request.content)
+
+    def _counted(self, chunks: Iterable[bytes], progress: Progress | None) -> Iterator[bytes]:
+        for chunk in chunks:
+            self.bytes_sent += len(chunk)
+            if progress is not None:
+                progress(len(chunk))
+            yield chunk
+
+    def count(self, method: str, path_prefix: str = "") -> int:
+        """How many requests with this method (and path prefix) were sent."""
+        return sum(1 for m, p in self.requests if m == method and p.startswith(path_prefix))
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.ConnectError as exc:
+            raise ClientError(f"cannot connect to the registry at {self.url}: {exc}") from exc
+        except httpx.TimeoutException as exc:
+            raise ClientError(f"{method} {self.url}{path} timed out: {exc}") from exc
+        self.check(response)
+        return response
+
+    @staticmethod
+    def check(response: httpx.Response) -> None:
+        if response.status_code >= 400:
+            if not response.is_stream_consumed:
+                response.read()
+            raise ClientError(error_message(response), response.status_code)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> RegistryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- API -----------------------------------------------------------------------
+    def missing_blobs(self, hashes: Iterable[str]) -> list[str]:
+        wanted = list(dict.fromkeys(hashes))
+        missing: list[str] = []
+        for start in range(0, len(wanted), MISSING_BATCH):
+            batch = wanted[start : start + MISSING_BATCH]
+            body = self.request("POST", "/api/v1/blobs/missing", json={"sha256": batch}).json()
+            missing.extend(body["missing"])
+        return missing
+
+    def put_blob(
+        self, sha256: str, chunks: Iterable[bytes], size: int, progress: Progress | None = None
+    ) -> dict[str, Any]:
+        return self.request(
+            "PUT",
+            f"/api/v1/blobs/{sha256}",
+            content=self._counted(chunks, progress),
+            headers={"Content-Length": str(size), "Content-Type": "application/octet-stream"},
+        ).json()
+
+    def post_carton(
+        self,
+        chunks: Iterable[bytes],
+        size: int,
+        *,
+        model: str | None = None,
+        tag: str | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        params = {k: v for k, v in (("model", model), ("tag", tag)) if v is not None}
+        return self.request(
+            "POST",
+            "/api/v1/cartons",
+            params=params,
+            content=self._counted(chunks, progress),
+            headers={"Content-Length": str(size), "Content-Type": "application/zip"},
+            timeout=httpx.Timeout(None, connect=10.0),  # the server verifies every byte
+        ).json()
+
+    def get_model(self, name: str) -> dict[str, Any]:
+        return self.request("GET", f"/api/v1/models/{quote(name, safe='')}").json()
+
+    def get_carton(self, manifest_sha256: str) -> dict[str, Any]:
+        return self.request("GET", f"/api/v1/cartons/{manifest_sha256}").json()
+
+    def list_models(self, q: str | None = None, limit: int = 200) -> Iterator[dict[str, Any]]:
+        """Every model matching ``q``, following the pagination cursor."""
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": limit}
+            if q:
+                params["q"] = q
+            if cursor:
+                params["cursor"] = cursor
+            page = self.request("GET", "/api/v1/models", params=params).json()
+            yield from page["models"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    def stream_carton(self, manifest_sha256: str, *, full: bool = False) -> httpx.Response:
+        """An open streaming response for ``/cartons/{sha}.carton``; close it when done."""
+        params = {"form": "full"} if full else None
+        request = self.http.build_request(
+            "GET", f"/cartons/{manifest_sha256}.carton", params=params
+        )
+        try:
+            response = self.http.send(request, stream=True)
+        except httpx.ConnectError as exc:
+            raise ClientError(f"cannot connect to the registry at {self.url}: {exc}") from exc
+        try:
+            self.check(response)
+        except BaseException:
+            response.close()
+            raise
+        return response
