@@ -10,13 +10,13 @@ import anyio
 import anyio.from_thread
 from litestar import Controller, Request, Response, delete, get, post, put
 
+from registry.carton.streams import IteratorReader
 from registry.errors import InvalidRequest, UploadTooLarge
 from registry.http.deps import read_body, spooled_request
 from registry.services import blobs as blob_service
 from registry.services import catalog
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_file
-from registry.services.streams import IteratorReader
 
 
 async def _json_body(request: Request) -> Any:

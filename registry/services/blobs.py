@@ -9,12 +9,12 @@ from typing import Any, BinaryIO
 from sqlalchemy import select
 
 from registry.carton.manifest import is_sha256
+from registry.carton.streams import ChecksumReader
 from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import Blob
 from registry.errors import InvalidRequest, UploadTooLarge
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease, lock_blobs_shared
-from registry.services.streams import ChecksumReader
 
 MAX_MISSING_QUERY = 100_000
 _STAT_THREADS = 8

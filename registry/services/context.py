@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from registry.blobstore import BlobStore, open_blobstore
-from registry.carton.zipread import ArchiveLimits
+from registry.carton.limits import ArchiveLimits
 from registry.db.engine import make_engine, make_sessionmaker, transaction
 from registry.settings import Settings
 

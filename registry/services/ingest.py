@@ -28,6 +28,7 @@ from registry.blobstore.base import hash_stream
 from registry.carton.config import CartonConfig, parse_carton_toml, validate_references
 from registry.carton.errors import CartonFormatError, CartonLimitExceeded
 from registry.carton.manifest import Manifest
+from registry.carton.streams import CHUNK, ChecksumReader, IteratorReader
 from registry.carton.tensor_data import parse_tensor_index
 from registry.carton.zipread import CartonArchive
 from registry.db.queries import in_chunks, insert_ignore
@@ -52,7 +53,6 @@ from registry.services.linkfetch import (
     make_client,
 )
 from registry.services.listing import refresh_model_listing
-from registry.services.streams import CHUNK, ChecksumReader, IteratorReader
 
 log = logging.getLogger("registry.ingest")
 

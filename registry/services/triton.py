@@ -50,8 +50,8 @@ from registry.carton.config import (
 )
 from registry.carton.errors import CartonFormatError
 from registry.carton.manifest import MANIFEST_NAME, build_manifest, path_problem
+from registry.carton.paths import TENSOR_INDEX
 from registry.carton.tensor_data import (
-    INDEX_PATH,
     NESTED,
     TensorIndexEntry,
     load_tensor,
@@ -456,7 +456,7 @@ def build_load_carton(name: str, request: LoadRequest, out: BinaryIO) -> None:
         raise InvalidRequest(f"config cannot be turned into a carton: {exc.message}") from exc
     members: dict[str, bytes] = {
         "carton.toml": toml,
-        INDEX_PATH: write_tensor_index([]),
+        TENSOR_INDEX: write_tensor_index([]),
         CONFIG_MEMBER: request.config_text.encode("utf-8"),
     }
     for path, data in request.files.items():
@@ -631,7 +631,7 @@ def load_self_test(
         read = _carton_reader(ctx, session, row.manifest_sha256)
         manifest_sha256, version_number = row.manifest_sha256, row.version
     try:
-        entries = {e.name: e for e in parse_tensor_index(read(INDEX_PATH))}
+        entries = {e.name: e for e in parse_tensor_index(read(TENSOR_INDEX))}
     except CartonFormatError as exc:
         raise InvalidRequest(f"carton {manifest_sha256}: {exc.message}") from exc
 
@@ -639,7 +639,7 @@ def load_self_test(
         tname = ref[len(TENSOR_REF_PREFIX) :]
         entry: TensorIndexEntry | None = entries.get(tname)
         if entry is None:
-            raise InvalidRequest(f"{where}: {ref} names no tensor in {INDEX_PATH}")
+            raise InvalidRequest(f"{where}: {ref} names no tensor in {TENSOR_INDEX}")
         if entry.dtype == NESTED:
             raise NotImplementedYet(
                 f"{where}: {ref} is a nested tensor, which the Triton protocol cannot carry"

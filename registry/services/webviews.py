@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session, aliased
 
-from registry.carton.tensor_data import INDEX_PATH, parse_tensor_index
+from registry.carton.paths import TENSOR_INDEX
+from registry.carton.tensor_data import parse_tensor_index
 from registry.db.tables import Blob, CartonFile, Model, Version
 from registry.errors import InvalidRequest
 from registry.services import catalog
@@ -112,7 +113,7 @@ def _carton_view(ctx: RegistryContext, session: Session, manifest_sha256: str) -
     shares = file_share_counts(session, manifest_sha256)
     by_path = {f["path"]: f["sha256"] for f in files}
     misc = {p[len("misc/") :]: sha for p, sha in by_path.items() if p.startswith("misc/")}
-    tensors = _tensor_index(ctx, by_path.get(INDEX_PATH))
+    tensors = _tensor_index(ctx, by_path.get(TENSOR_INDEX))
     sniffer = _ImageSniffer(ctx)
 
     def describe(refs: dict[str, str] | None) -> list[dict[str, Any]]:
