@@ -54,6 +54,7 @@ def _fail(message: str, code: int = 1) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
+    from registry.blobstore.errors import BlobStoreError
     from registry.services.gc import GcBusy, collect_garbage
 
     ctx = _open_ctx()
@@ -63,7 +64,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
             report = collect_garbage(ctx, grace, dry_run=args.dry_run)
         except GcBusy as exc:
             return _fail(exc.message, 75)
-        except RegistryError as exc:
+        except (RegistryError, BlobStoreError) as exc:
             return _fail(exc.message)
     finally:
         ctx.close()
@@ -85,6 +86,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
+    from registry.blobstore.errors import BlobStoreError
     from registry.services.fsck import check_integrity
 
     ctx = _open_ctx()
@@ -93,7 +95,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
             report = check_integrity(
                 ctx, verify_hashes=args.verify_hashes or args.sample is not None, sample=args.sample
             )
-        except RegistryError as exc:
+        except (RegistryError, BlobStoreError) as exc:
             return _fail(exc.message, 2)
     finally:
         ctx.close()

@@ -162,7 +162,7 @@ class NotImplementedYet(NotSupported):
 
 
 class StorageUnavailable(Unavailable):
-    """The blob store or database is unreachable, or holds something other than the index."""
+    """The database is unreachable, or the blob store holds something other than the index."""
 
 
 class Overloaded(Unavailable):

@@ -11,13 +11,12 @@ from typing import BinaryIO
 
 from registry.blobstore.base import (
     BlobInfo,
-    BlobNotFound,
     BlobStore,
     PutResult,
-    digest_mismatch,
     validate_range,
     validate_sha256,
 )
+from registry.blobstore.errors import BlobDigestMismatch, BlobNotFound
 
 
 class MemoryBlobStore(BlobStore):
@@ -41,7 +40,7 @@ class MemoryBlobStore(BlobStore):
         actual = h.hexdigest()
         data = buf.getvalue()
         if actual != sha256:
-            raise digest_mismatch(sha256, actual, len(data))
+            raise BlobDigestMismatch(sha256, actual, len(data))
         with self._lock:
             if sha256 in self._blobs:
                 return PutResult(sha256, len(self._blobs[sha256][0]), False)

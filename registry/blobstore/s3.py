@@ -7,7 +7,7 @@ written with one ``PutObject`` (``If-None-Match: *`` where supported). A larger
 one is a multipart upload straight to the final key, hashed while its parts
 stream; it is completed only if the digest matches and aborted otherwise or
 on any error, so nothing becomes visible. Every connectivity problem
-surfaces as ``StorageUnavailable``.
+surfaces as ``BlobStoreUnavailable``.
 """
 
 from __future__ import annotations
@@ -23,20 +23,16 @@ from typing import Any, BinaryIO
 from registry.blobstore.base import (
     BLOB_DIR,
     BlobInfo,
-    BlobNotFound,
     BlobStore,
-    MiB,
     PutResult,
     RangeReader,
     blob_key,
-    digest_mismatch,
-    hash_stream,
-    is_sha256,
-    read_full,
     validate_range,
     validate_sha256,
 )
-from registry.errors import StorageUnavailable
+from registry.blobstore.errors import BlobDigestMismatch, BlobNotFound, BlobStoreUnavailable
+from registry.carton.digests import is_sha256
+from registry.carton.streams import MiB, hash_stream, read_full
 
 MIN_PART_SIZE = 5 * MiB
 MAX_PARTS = 10_000
@@ -149,7 +145,7 @@ class S3BlobStore(BlobStore):
 
     # -- error translation -----------------------------------------------------
 
-    def _unavailable(self, exc: BaseException, action: str) -> StorageUnavailable:
+    def _unavailable(self, exc: BaseException, action: str) -> BlobStoreUnavailable:
         from botocore.exceptions import (
             ClientError,
             ConnectionError,
@@ -168,11 +164,11 @@ class S3BlobStore(BlobStore):
             reason = f"S3 error {_error_code(exc)} (HTTP {_http_status(exc)}): {exc}"
         else:
             reason = f"{type(exc).__name__}: {exc}"
-        return StorageUnavailable(f"blob store {where} unavailable while {action}: {reason}")
+        return BlobStoreUnavailable(f"blob store {where} unavailable while {action}: {reason}")
 
     @contextlib.contextmanager
     def _translate(self, action: str):
-        """Turn every botocore / urllib3 failure into StorageUnavailable."""
+        """Turn every botocore / urllib3 failure into BlobStoreUnavailable."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -192,7 +188,7 @@ class S3BlobStore(BlobStore):
         if self.stat(sha256) is not None:
             actual, size = hash_stream(stream, self.chunk_size)
             if actual != sha256:
-                raise digest_mismatch(sha256, actual, size)
+                raise BlobDigestMismatch(sha256, actual, size)
             return PutResult(sha256, size, False)
 
         h = hashlib.sha256()
@@ -202,7 +198,7 @@ class S3BlobStore(BlobStore):
         if not second:
             actual = h.hexdigest()
             if actual != sha256:
-                raise digest_mismatch(sha256, actual, len(first))
+                raise BlobDigestMismatch(sha256, actual, len(first))
             created = self._put_small(key, first)
             return PutResult(sha256, len(first), created)
         return self._put_multipart(sha256, key, stream, h, first, second)
@@ -277,7 +273,7 @@ class S3BlobStore(BlobStore):
 
             actual = h.hexdigest()
             if actual != sha256:
-                raise digest_mismatch(sha256, actual, size)
+                raise BlobDigestMismatch(sha256, actual, size)
             created = self._complete(key, upload_id, parts)
             completed = created
             return PutResult(sha256, size, created)

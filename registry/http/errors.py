@@ -8,7 +8,12 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException
 
 from registry import errors
-from registry.blobstore.base import BlobNotFound
+from registry.blobstore.errors import (
+    BlobDigestMismatch,
+    BlobNotFound,
+    BlobStoreError,
+    BlobStoreUnavailable,
+)
 from registry.carton.errors import CartonFormatError, CartonLimitExceeded
 
 log = logging.getLogger("registry.http")
@@ -28,6 +33,8 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     errors.NotSupported: 501,
     errors.Unavailable: 503,
     BlobNotFound: 404,
+    BlobDigestMismatch: 400,
+    BlobStoreUnavailable: 503,
     CartonLimitExceeded: 413,
     CartonFormatError: 400,
 }
@@ -114,6 +121,7 @@ def handle_unexpected(request: Request, exc: Exception) -> Response:
 EXCEPTION_HANDLERS = {
     errors.RegistryError: handle_registry_error,
     CartonFormatError: handle_registry_error,
+    BlobStoreError: handle_registry_error,
     HTTPException: handle_http_exception,
     Exception: handle_unexpected,
 }

@@ -23,14 +23,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from registry.blobstore import BlobNotFound
-from registry.blobstore.base import hash_stream
+from registry.blobstore import BlobDigestMismatch, BlobNotFound
 from registry.carton.config import CartonConfig, parse_carton_toml, validate_references
 from registry.carton.errors import CartonFormatError, CartonLimitExceeded
 from registry.carton.manifest import Manifest
-from registry.carton.streams import CHUNK, ChecksumReader, IteratorReader
+from registry.carton.streams import ChecksumReader, IteratorReader
 from registry.carton.tensor_data import parse_tensor_index
-from registry.carton.zipread import CartonArchive
+from registry.carton.zipread import CartonArchive, sha256_member
 from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import Blob, Carton, CartonFile, Model, Tag, Version, utcnow
 from registry.errors import (
@@ -305,7 +304,7 @@ def _store_blobs(
             reader = archive.open_member(paths[0])
             try:
                 put = ctx.blobs.put(sha, reader)  # type: ignore[arg-type]
-            except ManifestMismatch as exc:
+            except BlobDigestMismatch as exc:
                 raise ManifestMismatch(
                     f"{paths[0]}: content does not match its MANIFEST sha256 ({exc})"
                 ) from exc
@@ -340,8 +339,7 @@ def _store_blobs(
 
 
 def _verify_member(archive: CartonArchive, path: str, sha: str) -> None:
-    with archive.open_member(path) as reader:
-        actual, _size = hash_stream(reader, CHUNK)  # type: ignore[arg-type]
+    actual, _size = sha256_member(archive, path)
     if actual != sha:
         raise ManifestMismatch(f"{path}: content hashes to {actual}, but MANIFEST says {sha}")
 
@@ -383,7 +381,7 @@ def _resolve_missing(
                         )  # type: ignore[arg-type]
                     )
                     put = ctx.blobs.put(sha, reader)  # type: ignore[arg-type]
-                except ManifestMismatch:
+                except BlobDigestMismatch:
                     failures.append((url, "content does not hash to the linked sha256"))
                     continue
                 except LinkRefused as exc:

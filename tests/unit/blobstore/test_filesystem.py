@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.blobstore import FilesystemBlobStore
-from registry.errors import ManifestMismatch, StorageUnavailable
+from registry.blobstore import BlobDigestMismatch, BlobStoreUnavailable, FilesystemBlobStore
 from tests.blobstore_conformance import BlobStoreConformance, sha
 
 
@@ -48,7 +47,7 @@ class TestFilesystemBlobStore(BlobStoreConformance):
             assert os.fstat(f.fileno()).st_size == len(data)
 
     def test_no_temp_left_after_mismatch(self, store: FilesystemBlobStore) -> None:
-        with pytest.raises(ManifestMismatch):
+        with pytest.raises(BlobDigestMismatch):
             store.put(sha(b"a"), io.BytesIO(b"b" * 100_000))
         assert list(store.tmp_dir.iterdir()) == []
         assert not (store.root / "sha256").exists() or not any(
@@ -110,7 +109,7 @@ class TestFilesystemBlobStore(BlobStoreConformance):
         blocker = tmp_path / "file"
         blocker.write_text("not a folder")
         store = FilesystemBlobStore(blocker / "blobs")
-        with pytest.raises(StorageUnavailable):
+        with pytest.raises(BlobStoreUnavailable):
             store.check_available()
 
     def test_root_created_lazily(self, tmp_path: Path) -> None:
