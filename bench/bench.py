@@ -1273,7 +1273,7 @@ class Bench:
             from sqlalchemy.orm import Session
 
             from registry.db.engine import make_engine
-            from registry.services import catalog
+            from registry.services import listing
         except Exception as exc:  # the catalog may change shape
             s.notes.append(f"EXPLAIN not available: {exc}")
             return
@@ -1308,7 +1308,7 @@ class Bench:
                     captured.clear()
                     t = time.perf_counter()
                     with Session(eng) as session:
-                        catalog.list_models(session, q=q)
+                        listing.list_models(session, q=q)
                     times.append((time.perf_counter() - t) * 1000)
                 event.remove(eng, "before_cursor_execute", cap)
                 db_ms, node = 0.0, ""

@@ -32,16 +32,22 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from registry.blobstore import BlobNotFound
 from registry.blobstore.base import BlobStore
 from registry.carton.links import write_links
-from registry.carton.manifest import LINKS_NAME, MANIFEST_NAME, is_sha256, parse_manifest
+from registry.carton.manifest import parse_manifest
+from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
 from registry.carton.zipwrite import StoredZipLayout, ZipEntry
 from registry.db.tables import Blob, Carton, CartonFile
-from registry.errors import CartonNotRebuildable, InvalidRequest, NotFound, StorageUnavailable
+from registry.errors import (
+    CartonNotFound,
+    CartonNotRebuildable,
+    InvalidParameter,
+    StorageUnavailable,
+)
 from registry.services.context import RegistryContext
+from registry.services.names import require_sha256
 
-CARTON_TOML = "carton.toml"
-TENSOR_INDEX = "tensor_data/index.toml"
 FORMS = ("slim", "full")
 LAYOUT_VERSION = "1"  # bump when the rebuilt bytes change for the same inputs
 
@@ -120,7 +126,7 @@ class ExportedCarton:
 
 def validate_form(form: str) -> str:
     if form not in FORMS:
-        raise InvalidRequest(f"invalid form {form!r}: 'slim' or 'full'")
+        raise InvalidParameter(f"invalid form {form!r}: 'slim' or 'full'")
     return form
 
 
@@ -174,10 +180,7 @@ def _blob_reader(blobs: BlobStore, sha256: str, size: int) -> Callable[[int, int
 def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim") -> ExportedCarton:
     """Lay out the rebuilt carton (one DB session, closed on return; no blob bytes read)."""
     validate_form(form)
-    if not isinstance(manifest_sha256, str) or not is_sha256(manifest_sha256):
-        raise InvalidRequest(
-            f"invalid manifest hash {manifest_sha256!r}: expected 64 lowercase hex characters"
-        )
+    require_sha256(manifest_sha256)
     key = (
         id(ctx.blobs),
         manifest_sha256,
@@ -194,7 +197,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
             )
             if exists is None:
                 _layout_cache.drop(key)
-                raise NotFound(f"no carton with manifest hash {manifest_sha256}")
+                raise CartonNotFound(f"no carton with manifest hash {manifest_sha256}")
             return cached
         row = session.execute(
             select(Carton.manifest, Carton.model_name).where(
@@ -202,7 +205,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
             )
         ).first()
         if row is None:
-            raise NotFound(f"no carton with manifest hash {manifest_sha256}")
+            raise CartonNotFound(f"no carton with manifest hash {manifest_sha256}")
         raw_manifest, model_name = bytes(row.manifest), row.model_name
         facts = {
             r.sha256: (int(r.size), int(r.crc32))
@@ -312,12 +315,11 @@ _layout_cache = _LayoutCache(256)
 
 def blob_size(ctx: RegistryContext, sha256: str) -> int:
     """The size of a stored blob: its index row, else the store itself; 404 when absent."""
-    if not isinstance(sha256, str) or not is_sha256(sha256):
-        raise InvalidRequest(f"invalid sha256 {sha256!r}: expected 64 lowercase hex characters")
+    require_sha256(sha256, "sha256")
     with ctx.sessions() as session:
         size = session.scalar(select(Blob.size).where(Blob.sha256 == sha256))
     if size is None:
         size = ctx.blobs.stat(sha256)
     if size is None:
-        raise NotFound(f"blob {sha256} not found")
+        raise BlobNotFound(sha256)
     return int(size)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -25,20 +24,19 @@ from sqlalchemy.orm import Session
 
 from registry.blobstore import BlobDigestMismatch, BlobNotFound
 from registry.carton.config import CartonConfig, parse_carton_toml, validate_references
-from registry.carton.errors import CartonFormatError, CartonLimitExceeded
 from registry.carton.manifest import Manifest
+from registry.carton.paths import CARTON_TOML, TENSOR_INDEX
 from registry.carton.streams import ChecksumReader, IteratorReader
 from registry.carton.tensor_data import parse_tensor_index
 from registry.carton.zipread import CartonArchive, sha256_member
 from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import Blob, Carton, CartonFile, Model, Tag, Version, utcnow
 from registry.errors import (
+    ArchiveTooLarge,
     InvalidCarton,
-    InvalidRequest,
     LinkFetchFailed,
     ManifestMismatch,
-    RegistryError,
-    UploadTooLarge,
+    ModelNameRequired,
 )
 from registry.services import changes
 from registry.services.blobs import stored_subset
@@ -52,35 +50,12 @@ from registry.services.linkfetch import (
     make_client,
 )
 from registry.services.listing import refresh_model_listing
+from registry.services.names import validate_model_name, validate_tag_name
 
 log = logging.getLogger("registry.ingest")
 
 # hashlib and zlib release the GIL: one worker per core hashes and writes in parallel.
 INGEST_WORKERS = max(1, min(4, os.cpu_count() or 1))
-CARTON_TOML = "carton.toml"
-TENSOR_INDEX = "tensor_data/index.toml"
-_MODEL_NAME = re.compile(r"^[^\x00-\x1f\x7f/\\?#%]{1,255}$")
-_TAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-def validate_model_name(name: str) -> str:
-    if not _MODEL_NAME.match(name) or name in {".", ".."} or name != name.strip():
-        raise InvalidRequest(
-            f"invalid model name {name!r}: 1-255 characters, no control characters, "
-            "no '/', '\\', '?', '#' or '%', no leading/trailing spaces"
-        )
-    return name
-
-
-def validate_tag_name(tag: str) -> str:
-    if not _TAG_NAME.match(tag):
-        raise InvalidRequest(
-            f"invalid tag {tag!r}: letters, digits, '.', '_' and '-', starting with a letter "
-            "or digit, at most 128 characters"
-        )
-    return tag
-
-
 OBSERVERS: list[Callable[[PushResult], None]] = []
 """Called after every successful push; ``registry.http.metrics`` adds one."""
 
@@ -120,13 +95,7 @@ def ingest_file(
 ) -> PushResult:
     """Push the carton at ``path`` (a local file: a spooled upload or a CLI argument)."""
     started = time.monotonic()
-    try:
-        archive = CartonArchive.open(path, ctx.archive_limits)
-    except CartonLimitExceeded as exc:
-        raise UploadTooLarge(exc.message) from exc
-    except CartonFormatError as exc:
-        raise InvalidCarton(exc.message) from exc
-    with archive:
+    with CartonArchive.open(path, ctx.archive_limits) as archive:
         result = _ingest_archive(ctx, archive, model_name=model_name, tag=tag)
     result.seconds = time.monotonic() - started
     for observer in list(OBSERVERS):
@@ -135,12 +104,6 @@ def ingest_file(
         except Exception:  # metrics never fail a push
             log.exception("push observer failed")
     return result
-
-
-def _format_error(exc: CartonFormatError) -> RegistryError:
-    if isinstance(exc, CartonLimitExceeded):
-        return UploadTooLarge(exc.message)
-    return InvalidCarton(exc.message)
 
 
 def _ingest_archive(
@@ -152,15 +115,10 @@ def _ingest_archive(
     present = set(archive.present_paths())
     limit = ctx.settings.max_carton_toml_bytes
     config: CartonConfig | None = None
-    try:
-        if CARTON_TOML in present:
-            toml_bytes = archive.read_bytes(CARTON_TOML, limit)
-            index_bytes = (
-                archive.read_bytes(TENSOR_INDEX, limit) if TENSOR_INDEX in present else None
-            )
-            config = _parse_config(manifest, toml_bytes, index_bytes)
-    except CartonFormatError as exc:
-        raise _format_error(exc) from exc
+    if CARTON_TOML in present:
+        toml_bytes = archive.read_bytes(CARTON_TOML, limit)
+        index_bytes = archive.read_bytes(TENSOR_INDEX, limit) if TENSOR_INDEX in present else None
+        config = _parse_config(manifest, toml_bytes, index_bytes)
     if config is not None:
         name = _choose_name(config, model_name, tag)
 
@@ -182,16 +140,13 @@ def _ingest_archive(
 
         if config is None:
             # carton.toml was not inside the zip: validate it now that it is stored.
-            try:
-                toml_bytes = _read_stored(ctx, manifest, CARTON_TOML)
-                index_bytes = (
-                    _read_stored(ctx, manifest, TENSOR_INDEX)
-                    if manifest.get(TENSOR_INDEX) is not None
-                    else None
-                )
-                config = _parse_config(manifest, toml_bytes, index_bytes)
-            except CartonFormatError as exc:
-                raise _format_error(exc) from exc
+            toml_bytes = _read_stored(ctx, manifest, CARTON_TOML)
+            index_bytes = (
+                _read_stored(ctx, manifest, TENSOR_INDEX)
+                if manifest.get(TENSOR_INDEX) is not None
+                else None
+            )
+            config = _parse_config(manifest, toml_bytes, index_bytes)
             name = _choose_name(config, model_name, tag)
 
         files = len(manifest.entries)
@@ -227,7 +182,7 @@ def _choose_name(config: CartonConfig, model_name: str | None, tag: str | None) 
     if tag is not None:
         validate_tag_name(tag)
         if name is None:
-            raise InvalidRequest(
+            raise ModelNameRequired(
                 "a tag needs a model name: carton.toml has no model_name and no ?model= was given"
             )
     return validate_model_name(name) if name is not None else None
@@ -238,7 +193,7 @@ def _parse_config(manifest: Manifest, toml_bytes: bytes, index_bytes: bytes | No
     config = parse_carton_toml(toml_bytes)
     names = {t.name for t in parse_tensor_index(index_bytes)} if index_bytes is not None else set()
     if index_bytes is None and manifest.get(TENSOR_INDEX) is not None:
-        raise CartonFormatError(f"{TENSOR_INDEX} could not be read")
+        raise InvalidCarton(f"{TENSOR_INDEX} could not be read")
     _check_references(config, manifest, names)
     return config
 
@@ -249,14 +204,14 @@ def _read_stored(ctx: RegistryContext, manifest: Manifest, path: str) -> bytes:
     limit = ctx.settings.max_carton_toml_bytes
     size = ctx.blobs.stat(entry.sha256) or 0
     if size > limit:
-        raise CartonLimitExceeded(f"{path} is {size} bytes, over the {limit}-byte limit")
+        raise ArchiveTooLarge(f"{path} is {size} bytes, over the {limit}-byte limit")
     return b"".join(ctx.blobs.iter_chunks(entry.sha256))
 
 
 def _check_references(config: CartonConfig, manifest: Manifest, tensor_names: set[str]) -> None:
     problems = validate_references(config, tensor_names, {e.path for e in manifest.entries})
     if problems:
-        raise CartonFormatError("carton.toml: " + "; ".join(problems))
+        raise InvalidCarton(f"{CARTON_TOML}: " + "; ".join(problems))
 
 
 def _known_blobs(session: Session, by_sha: dict[str, list[str]]) -> dict[str, tuple[int, int]]:
@@ -295,27 +250,24 @@ def _store_blobs(
 
     def store_one(sha: str) -> _BlobFacts:
         paths = in_zip[sha]
-        try:
-            if sha in known:
-                for p in paths:
-                    _verify_member(archive, p, sha)
-                size, crc = known[sha]
-                return _BlobFacts(size, crc, new=False)
-            reader = archive.open_member(paths[0])
-            try:
-                put = ctx.blobs.put(sha, reader)  # type: ignore[arg-type]
-            except BlobDigestMismatch as exc:
-                raise ManifestMismatch(
-                    f"{paths[0]}: content does not match its MANIFEST sha256 ({exc})"
-                ) from exc
-            finally:
-                reader.close()
-            for p in paths[1:]:
+        if sha in known:
+            for p in paths:
                 _verify_member(archive, p, sha)
-            # The reader checked size and CRC-32 against the central directory at EOF.
-            return _BlobFacts(reader.member.size, reader.member.crc32, new=put.created)
-        except CartonFormatError as exc:
-            raise _format_error(exc) from exc
+            size, crc = known[sha]
+            return _BlobFacts(size, crc, new=False)
+        reader = archive.open_member(paths[0])
+        try:
+            put = ctx.blobs.put(sha, reader)  # type: ignore[arg-type]
+        except BlobDigestMismatch as exc:
+            raise ManifestMismatch(
+                f"{paths[0]}: content does not match its MANIFEST sha256 ({exc})"
+            ) from exc
+        finally:
+            reader.close()
+        for p in paths[1:]:
+            _verify_member(archive, p, sha)
+        # The reader checked size and CRC-32 against the central directory at EOF.
+        return _BlobFacts(reader.member.size, reader.member.crc32, new=put.created)
 
     workers = min(INGEST_WORKERS, len(work)) or 1
     if workers == 1:

@@ -61,10 +61,10 @@ from registry.carton.tensor_data import (
 from registry.carton.zipwrite import STORED, write_zip
 from registry.db.tables import Blob, Carton, CartonFile, Model, Version
 from registry.errors import InvalidBody, InvalidRequest, NotFound, NotImplementedYet
-from registry.services import catalog
-from registry.services.catalog import MAX_VERSION
+from registry.services import models, references
 from registry.services.context import RegistryContext
-from registry.services.ingest import ingest_file, validate_model_name
+from registry.services.ingest import ingest_file
+from registry.services.names import MAX_VERSION, validate_model_name
 from registry.services.uploads import upload_file
 
 SERVER_NAME = "carton-registry"
@@ -153,8 +153,8 @@ def parse_version(version: str | None) -> int | None:
 def _resolve(session: Session, name: str, version: int | None) -> Version:
     check_name(name)
     if version is None:
-        return catalog.resolve_latest(session, name)
-    return catalog.resolve_version(session, name, version)
+        return references.resolve_latest(session, name)
+    return references.resolve_version(session, name, version)
 
 
 def _version_numbers(session: Session, model_id: int) -> list[str]:
@@ -193,7 +193,7 @@ def unload_model(ctx: RegistryContext, name: str) -> dict[str, Any]:
     """Every version of ``name`` UNAVAILABLE with reason "unloaded"; nothing is deleted."""
     check_name(name)
     with ctx.transaction() as session:
-        model = catalog.get_model_row(session, name)
+        model = models.get_model_row(session, name)
         rows = list(session.scalars(select(Version).where(Version.model_id == model.id)))
         for row in rows:
             row.state = UNAVAILABLE
@@ -228,7 +228,7 @@ def reload_model(ctx: RegistryContext, name: str) -> dict[str, Any]:
     """
     check_name(name)
     with ctx.sessions() as session:
-        model = catalog.get_model_row(session, name)
+        model = models.get_model_row(session, name)
         rows = list(
             session.scalars(
                 select(Version).where(Version.model_id == model.id).order_by(Version.version)
@@ -483,7 +483,7 @@ def load_model_with_files(ctx: RegistryContext, name: str, request: LoadRequest)
     # Loading is also "make it ready": a re-load of an unloaded identical carton revives it.
     if result.version is not None:
         with ctx.transaction() as session:
-            row = catalog.resolve_version(session, name, result.version)
+            row = references.resolve_version(session, name, result.version)
             row.state, row.state_reason = READY, ""
     body = result.as_json()
     body["triton_version"] = request.file_version
