@@ -12,14 +12,14 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from registry.db.tables import Carton, CartonFile, Version, utcnow
-from registry.services import changes
+from registry.services.caches import changes_index
 from registry.services.context import RegistryContext
 from registry.services.listing import refresh_model_listing
 from registry.services.models import get_model_row
 from registry.services.references import resolve_version
 
 
-@changes.bumps
+@changes_index
 def delete_version(ctx: RegistryContext, name: str, version: int) -> dict[str, Any]:
     """Remove a version now; its carton goes too when nothing else references it.
 
@@ -42,7 +42,7 @@ def delete_version(ctx: RegistryContext, name: str, version: int) -> dict[str, A
         }
 
 
-@changes.bumps
+@changes_index
 def delete_model(ctx: RegistryContext, name: str) -> dict[str, Any]:
     with ctx.transaction() as session:
         model = get_model_row(session, name)

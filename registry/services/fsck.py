@@ -36,12 +36,10 @@ from registry.blobstore import BlobNotFound
 from registry.db.queries import cartons_using, in_chunks, referenced_blobs
 from registry.db.tables import Blob, CartonFile, Version
 from registry.services.context import RegistryContext
+from registry.services.observers import notify
 
 log = logging.getLogger("registry.fsck")
 REASON_PREFIX = "fsck: "
-
-OBSERVERS: list[Callable[[FsckReport], None]] = []
-"""Called with every report; ``registry.http.metrics`` adds one."""
 
 
 @dataclass
@@ -205,11 +203,7 @@ def check_integrity(
         _mark_unavailable(ctx, problems, report)
     else:
         report.affected_cartons = _affected(ctx, problems)
-    for observer in list(OBSERVERS):
-        try:
-            observer(report)
-        except Exception:  # metrics never fail a check
-            log.exception("fsck observer failed")
+    notify(ctx.observers.fsck, report)
     if not report.ok:
         log.warning(
             "fsck: %d missing, %d wrong size, %d corrupt blobs; %d cartons affected",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,7 +37,6 @@ from registry.errors import (
     ManifestMismatch,
     ModelNameRequired,
 )
-from registry.services import changes
 from registry.services.blobs import stored_subset
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease, lock_blobs_shared
@@ -51,13 +49,12 @@ from registry.services.linkfetch import (
 )
 from registry.services.listing import refresh_model_listing
 from registry.services.names import validate_model_name, validate_tag_name
+from registry.services.observers import notify
 
 log = logging.getLogger("registry.ingest")
 
 # hashlib and zlib release the GIL: one worker per core hashes and writes in parallel.
 INGEST_WORKERS = max(1, min(4, os.cpu_count() or 1))
-OBSERVERS: list[Callable[[PushResult], None]] = []
-"""Called after every successful push; ``registry.http.metrics`` adds one."""
 
 
 @dataclass
@@ -98,11 +95,7 @@ def ingest_file(
     with CartonArchive.open(path, ctx.archive_limits) as archive:
         result = _ingest_archive(ctx, archive, model_name=model_name, tag=tag)
     result.seconds = time.monotonic() - started
-    for observer in list(OBSERVERS):
-        try:
-            observer(result)
-        except Exception:  # metrics never fail a push
-            log.exception("push observer failed")
+    notify(ctx.observers.push, result)
     return result
 
 
@@ -159,7 +152,7 @@ def _ingest_archive(
                         session, manifest, config, toml_bytes, facts, name, tag
                     )
                     lease.release(session)
-                changes.bump()
+                ctx.caches.index_changed()
                 break
             except IntegrityError:
                 # A concurrent push of the same manifest or model won the race: read it again.

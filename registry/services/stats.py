@@ -8,7 +8,6 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from registry.db.tables import Blob, Carton, Model
-from registry.services import changes
 from registry.services.context import RegistryContext
 
 
@@ -35,24 +34,15 @@ def get_stats(ctx: RegistryContext) -> dict[str, Any]:
         return stats(session)
 
 
-_TOTALS_TTL_SECONDS = 5.0
-_totals_cache: dict[int, tuple[int, float, dict[str, Any]]] = {}
-
-
 def cached_stats(ctx: RegistryContext, session: Session) -> dict[str, Any]:
     """``stats()`` for page headers: it sums every blob row, so it is reused briefly.
 
-    Exact after this process's own writes (keyed on the change generation);
-    other processes' writes appear within the TTL.
+    Exact after this context's own writes (keyed on its change generation); other
+    processes' writes appear within the TTL (see ``registry.services.caches``).
     """
-    import time
-
-    key = id(ctx)
-    now = time.monotonic()
-    entry = _totals_cache.get(key)
-    generation = changes.generation()
-    if entry is not None and entry[0] == generation and now - entry[1] < _TOTALS_TTL_SECONDS:
-        return dict(entry[2])
-    value = stats(session)
-    _totals_cache[key] = (generation, now, value)
+    generation = ctx.caches.generation
+    value = ctx.caches.totals.get(generation)
+    if value is None:
+        value = stats(session)
+        ctx.caches.totals.put(generation, value)
     return dict(value)

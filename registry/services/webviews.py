@@ -22,6 +22,7 @@ from registry.carton.paths import MISC_DIR, MISC_REF_PREFIX, TENSOR_INDEX, TENSO
 from registry.carton.tensor_data import parse_tensor_index
 from registry.db.tables import Blob, CartonFile, Model, Version
 from registry.services import cartons, models, references, stats
+from registry.services.caches import BackgroundValue
 from registry.services.context import RegistryContext
 from registry.services.listing import DEFAULT_PAGE, list_models
 
@@ -215,31 +216,12 @@ class _ImageSniffer:
 STATS_WAIT_SECONDS = 2.0
 
 
-@dataclass
-class _StatsCache:
-    """The heavy part of /stats for one RegistryContext, refreshed in the background."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    fingerprint: tuple[Any, ...] | None = None
-    heavy: dict[str, Any] | None = None
-    computed_at: datetime | None = None
-    running: tuple[tuple[Any, ...], threading.Event] | None = None
-
-
-def _stats_cache(ctx: RegistryContext) -> _StatsCache:
-    cache = getattr(ctx, "_web_stats_cache", None)
-    if cache is None:
-        cache = _StatsCache()
-        ctx._web_stats_cache = cache  # type: ignore[attr-defined]
-    return cache
-
-
-def _refresh(ctx: RegistryContext, cache: _StatsCache, fingerprint: tuple[Any, ...]) -> None:
+def _refresh(ctx: RegistryContext, cache: BackgroundValue, fingerprint: tuple[Any, ...]) -> None:
     try:
         with ctx.sessions() as session:
             heavy = {"largest_blobs": largest_blobs(session), **model_storage(session)}
         with cache.lock:
-            cache.fingerprint, cache.heavy = fingerprint, heavy
+            cache.fingerprint, cache.value = fingerprint, heavy
             cache.computed_at = datetime.now(UTC)
     except Exception:
         log.exception("computing the storage statistics failed")
@@ -274,9 +256,9 @@ def storage_stats(ctx: RegistryContext, wait: float = STATS_WAIT_SECONDS) -> dic
         int(n_versions),
         int(max_version_id),
     )
-    cache = _stats_cache(ctx)
+    cache = ctx.caches.storage
     with cache.lock:
-        fresh = cache.fingerprint == fingerprint and cache.heavy is not None
+        fresh = cache.fingerprint == fingerprint and cache.value is not None
         event = None
         if not fresh:
             if cache.running is None:  # one refresh at a time; a later request starts the next
@@ -288,7 +270,7 @@ def storage_stats(ctx: RegistryContext, wait: float = STATS_WAIT_SECONDS) -> dic
     if event is not None:
         event.wait(wait)
     with cache.lock:
-        heavy, computed_at = cache.heavy, cache.computed_at
+        heavy, computed_at = cache.value, cache.computed_at
         stale = cache.fingerprint != fingerprint
     empty: dict[str, Any] = {"largest_blobs": [], "top_sharing": [], "exclusive": []}
     return {
