@@ -14,7 +14,7 @@ from registry.blobstore import (
     BlobStoreUnavailable,
     S3BlobStore,
 )
-from tests.blobstore_conformance import BlobStoreConformance, TrickleStream, sha
+from tests.blobstore_conformance import BlobStoreConformance, TrickleStream, layout_key, sha
 from tests.s3server import S3Server
 
 pytestmark = pytest.mark.s3
@@ -41,6 +41,20 @@ class TestS3BlobStore(BlobStoreConformance):
     def store(self, s3_server: S3Server, s3_bucket: str):
         with s3_server.store(s3_bucket, "registry/blobs", part_size=5 * MiB) as store:
             yield store
+
+    def raw_get(self, store: S3BlobStore, sha256: str) -> bytes | None:
+        try:
+            response = store.client.get_object(
+                Bucket=store.bucket, Key=store.prefix + layout_key(sha256)
+            )
+        except store.client.exceptions.NoSuchKey:
+            return None
+        return response["Body"].read()
+
+    def raw_set(self, store: S3BlobStore, sha256: str, data: bytes) -> None:
+        store.client.put_object(
+            Bucket=store.bucket, Key=store.prefix + layout_key(sha256), Body=data
+        )
 
     def make_abandoned_upload(self, store: S3BlobStore) -> bool:
         store.client.create_multipart_upload(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from registry.blobstore import BlobDigestMismatch, BlobStoreUnavailable, FilesystemBlobStore
-from tests.blobstore_conformance import BlobStoreConformance, sha
+from tests.blobstore_conformance import BlobStoreConformance, layout_key, sha
 
 
 class TestFilesystemBlobStore(BlobStoreConformance):
@@ -18,6 +18,15 @@ class TestFilesystemBlobStore(BlobStoreConformance):
     def store(self, tmp_path: Path):
         with FilesystemBlobStore(tmp_path / "blobs") as store:
             yield store
+
+    def raw_get(self, store: FilesystemBlobStore, sha256: str) -> bytes | None:
+        path = store.root / layout_key(sha256)
+        return path.read_bytes() if path.is_file() else None
+
+    def raw_set(self, store: FilesystemBlobStore, sha256: str, data: bytes) -> None:
+        path = store.root / layout_key(sha256)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
     def make_abandoned_upload(self, store: FilesystemBlobStore) -> bool:
         store.tmp_dir.mkdir(parents=True, exist_ok=True)
