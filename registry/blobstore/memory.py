@@ -29,16 +29,8 @@ class MemoryBlobStore(BlobStore):
 
     def put(self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None) -> PutResult:
         validate_sha256(sha256)
-        h = hashlib.sha256()
-        buf = io.BytesIO()
-        while True:
-            data = stream.read(self.chunk_size)
-            if not data:
-                break
-            h.update(data)
-            buf.write(data)
-        actual = h.hexdigest()
-        data = buf.getvalue()
+        data = b"".join(iter(lambda: stream.read(self.chunk_size), b""))
+        actual = hashlib.sha256(data).hexdigest()
         if actual != sha256:
             raise BlobDigestMismatch(sha256, actual, len(data))
         with self._lock:

@@ -13,6 +13,7 @@ from .config import CartonConfig, TensorSpec, validate_references
 from .errors import CartonFormatError
 from .limits import ArchiveLimits
 from .paths import CARTON_TOML, TENSOR_INDEX
+from .streams import MiB
 from .tensor_data import (
     NESTED,
     NUMPY_DTYPES,
@@ -22,8 +23,8 @@ from .tensor_data import (
 )
 from .zipread import CartonArchive, sha256_member
 
-_MAX_INDEX_BYTES = 16 << 20
-_MAX_STRING_TENSOR_CHECK = 16 << 20
+_MAX_INDEX_BYTES = 16 * MiB
+_MAX_STRING_TENSOR_CHECK = 16 * MiB
 
 
 def _spec_json(s: TensorSpec) -> dict[str, Any]:

@@ -23,7 +23,6 @@ the same time may change the store between the listing and the query).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -33,6 +32,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from registry.blobstore import BlobNotFound
+from registry.carton.streams import hash_stream
 from registry.db.queries import cartons_using, in_chunks, referenced_blobs
 from registry.db.tables import Blob, CartonFile, Version
 from registry.services.context import RegistryContext
@@ -77,15 +77,11 @@ def _expected_sizes(ctx: RegistryContext) -> tuple[dict[str, int], set[str]]:
 
 
 def _hash_blob(ctx: RegistryContext, sha: str) -> tuple[str | None, int]:
-    digest = hashlib.sha256()
-    size = 0
     try:
-        for chunk in ctx.blobs.iter_chunks(sha):
-            digest.update(chunk)
-            size += len(chunk)
+        with ctx.blobs.open(sha) as stream:
+            return hash_stream(stream)
     except BlobNotFound:
         return None, 0
-    return digest.hexdigest(), size
 
 
 def _recheck(

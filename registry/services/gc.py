@@ -49,6 +49,7 @@ from registry.services.caches import changes_index
 from registry.services.context import RegistryContext
 from registry.services.leases import live_leased, lock_blobs_exclusive
 from registry.services.observers import notify
+from registry.services.uploads import uploads_dir
 
 log = logging.getLogger("registry.gc")
 
@@ -201,9 +202,7 @@ def _sweep(
 
 
 def _clean_spool(ctx: RegistryContext, older_than: float, dry_run: bool) -> int:
-    directory = Path(ctx.settings.data_dir) / "uploads"
-    if not directory.is_dir():
-        return 0
+    directory = uploads_dir(ctx)
     cutoff = time.time() - older_than
     removed = 0
     for entry in os.scandir(directory):

@@ -31,6 +31,8 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 
+from registry.carton.streams import CHUNK
+
 MAX_REDIRECTS = 5
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -186,7 +188,7 @@ def iter_link(
             if response.status_code != 200:
                 raise LinkRefused(f"GET {url} answered {response.status_code}")
             total = 0
-            for chunk in response.iter_bytes(1024 * 1024):
+            for chunk in response.iter_bytes(CHUNK):
                 total += len(chunk)
                 if total > max_bytes:
                     raise LinkRefused(f"GET {url} is larger than the {max_bytes}-byte limit")
