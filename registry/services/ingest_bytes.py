@@ -20,9 +20,10 @@ from registry.carton.streams import ChecksumReader, IteratorReader
 from registry.carton.zipread import CartonArchive, sha256_member
 from registry.db.queries import in_chunks
 from registry.db.tables import Blob
-from registry.errors import InvalidCarton, LinkFetchFailed, ManifestMismatch
+from registry.errors import InvalidCarton, LinkFetchFailed, LinkHostNotAllowed, ManifestMismatch
 from registry.services.context import RegistryContext
 from registry.services.linkfetch import (
+    LinkNotAllowed,
     LinkPolicy,
     LinkRefused,
     describe_failures,
@@ -152,6 +153,7 @@ def _resolve_missing(
                 )
             client = client or make_client(policy)
             failures: list[tuple[str, str]] = []
+            not_allowed = 0
             for url in urls:
                 try:
                     reader = ChecksumReader(
@@ -165,6 +167,7 @@ def _resolve_missing(
                     continue
                 except LinkRefused as exc:
                     failures.append((url, str(exc)))
+                    not_allowed += isinstance(exc, LinkNotAllowed)
                     continue
                 except httpx_errors() as exc:
                     failures.append((url, f"{type(exc).__name__}: {exc}"))
@@ -172,7 +175,8 @@ def _resolve_missing(
                 facts[sha] = BlobFacts(reader.size, reader.crc32, new=put.created)
                 break
             else:
-                raise LinkFetchFailed(
+                error = LinkHostNotAllowed if not_allowed == len(urls) else LinkFetchFailed
+                raise error(
                     f"{path} (sha256 {sha}) could not be fetched through LINKS: "
                     + describe_failures(failures)
                 )

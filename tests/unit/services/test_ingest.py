@@ -8,7 +8,14 @@ import zipfile
 import pytest
 
 from registry.carton.errors import CartonFormatError, CartonLimitExceeded
-from registry.errors import InvalidCarton, InvalidName, ManifestMismatch, ModelNameRequired
+from registry.errors import (
+    InvalidCarton,
+    InvalidName,
+    LinkFetchFailed,
+    LinkHostNotAllowed,
+    ManifestMismatch,
+    ModelNameRequired,
+)
 from registry.services import models
 from registry.services.context import RegistryContext
 from registry.services.ingest import PushResult
@@ -119,3 +126,18 @@ def test_observers_hear_every_push_and_never_fail_it(ctx, push) -> None:
     result = push(make_carton({"w": b"observed"}, model_name="m"))
     assert heard == [result]
     assert result.seconds > 0
+
+
+def test_links_outside_the_allow_list_are_not_fetched(push) -> None:
+    linked = {"w/big": (sha(b"elsewhere"), ["http://example.org/blob", "http://10.0.0.1/b"])}
+    with pytest.raises(LinkHostNotAllowed, match="REGISTRY_LINK_FETCH_ALLOW") as info:
+        push(make_carton({}, model_name="m", linked=linked))
+    assert "http://example.org/blob" in info.value.message
+
+
+@pytest.mark.settings(link_fetch_allow=("127.0.0.1:9",), link_fetch_timeout=5.0)
+def test_an_allowed_link_that_fails_is_a_fetch_failure(push) -> None:
+    linked = {"w/big": (sha(b"elsewhere"), ["http://127.0.0.1:9/blob"])}  # discard port: closed
+    with pytest.raises(LinkFetchFailed) as info:
+        push(make_carton({}, model_name="m", linked=linked))
+    assert not isinstance(info.value, LinkHostNotAllowed)
