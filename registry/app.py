@@ -41,6 +41,9 @@ def create_app(settings: Settings | None = None, ctx: RegistryContext | None = N
     if ctx is None:
         ctx = RegistryContext.open(settings, migrate=settings.migrate_on_start)
         shutdown.append(ctx.close)  # the app owns only what it opened
+    from registry.http.metrics import register_observers
+
+    register_observers(ctx)
 
     return Litestar(
         route_handlers=route_handlers(),

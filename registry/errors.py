@@ -98,7 +98,7 @@ class InvalidDigest(InvalidRequest):
 
 
 class InvalidName(InvalidRequest):
-    """A model name, tag or version outside its documented character set."""
+    """A model name, tag, version or token name outside its documented rules."""
 
 
 class InvalidReference(InvalidRequest):
@@ -107,6 +107,18 @@ class InvalidReference(InvalidRequest):
 
 class InvalidBody(InvalidRequest):
     """A JSON or binary request body that does not have the documented shape."""
+
+
+class InvalidParameter(InvalidRequest):
+    """A query parameter (sort, limit, cursor, form) outside its documented values."""
+
+
+class InvalidScope(InvalidRequest):
+    """A token scope that is not one of ``pull``, ``push``, ``delete``, ``admin``."""
+
+
+class ModelNameRequired(InvalidRequest):
+    """A tag was asked for, but the carton has no model name (carton.toml or ``?model=``)."""
 
 
 class TruncatedUpload(InvalidRequest):
@@ -134,7 +146,15 @@ class ModelNotFound(NotFound):
 
 
 class VersionNotFound(NotFound):
-    """The model has no such version (or tag)."""
+    """The model has no such version."""
+
+
+class TagNotFound(NotFound):
+    """The model has no such tag."""
+
+
+class TokenNotFound(NotFound):
+    """No active token with that id or name."""
 
 
 class SelfTestNotFound(NotFound):
@@ -149,8 +169,12 @@ class GcBusy(Conflict):
     """Another garbage collection holds the GC lock."""
 
 
+class TokenNameTaken(Conflict):
+    """An active token already has that name."""
+
+
 class TagMoved(PreconditionFailed):
-    """``If-Match`` named another manifest than the tag points at now."""
+    """``If-Match`` named another manifest than the tag points at now (or it points nowhere)."""
 
 
 class UploadTooLarge(TooLarge):
@@ -174,7 +198,7 @@ class NotImplementedYet(NotSupported):
 
 
 class StorageUnavailable(Unavailable):
-    """The blob store or database is unreachable, or holds something other than the index."""
+    """The database is unreachable, or the blob store holds something other than the index."""
 
 
 class Overloaded(Unavailable):

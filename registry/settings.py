@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-KiB = 1024
-MiB = 1024 * KiB
-GiB = 1024 * MiB
+from registry.carton.limits import ArchiveLimits
+from registry.carton.streams import GiB, KiB, MiB
 
+_ARCHIVE = ArchiveLimits()  # the archive limits' defaults are the registry's
 DEFAULT_PORT = 8080
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -51,11 +51,11 @@ class Settings:
     public_url: str = f"http://127.0.0.1:{DEFAULT_PORT}"
     slim_inline_max_bytes: int = 64 * KiB
     max_upload_bytes: int = 64 * GiB
-    max_unpacked_bytes: int = 256 * GiB
-    max_members: int = 10_000
-    max_compression_ratio: float = 1000.0
-    compression_ratio_min_bytes: int = 16 * MiB
-    max_carton_toml_bytes: int = 1 * MiB
+    max_unpacked_bytes: int = _ARCHIVE.max_unpacked_bytes
+    max_members: int = _ARCHIVE.max_members
+    max_compression_ratio: float = _ARCHIVE.max_compression_ratio
+    compression_ratio_min_bytes: int = _ARCHIVE.compression_ratio_min_bytes
+    max_carton_toml_bytes: int = _ARCHIVE.max_carton_toml_bytes
     # v2 load and verify bodies are JSON (base64 files) parsed in memory: their own limit.
     max_v2_body_bytes: int = 256 * MiB
     link_fetch_allow: tuple[str, ...] = ()

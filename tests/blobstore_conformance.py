@@ -1,7 +1,15 @@
-"""One conformance suite for every BlobStore backend.
+"""One conformance suite for every BlobStore backend (after zarr-python's ``StoreTests``).
 
-Subclass ``BlobStoreConformance`` in a test module and provide a ``store``
-fixture (function scope, an empty store). Optional hooks:
+Subclass ``BlobStoreConformance`` in a test module, provide a ``store`` fixture
+(function scope, an empty store) and the two out-of-band hooks, which reach the
+backend directly, bypassing the interface (at the documented key layout,
+``layout_key``, where the backend has keys):
+
+- ``raw_get(store, sha256)``: the bytes stored under that digest's key, or None;
+- ``raw_set(store, sha256, data)``: write ``data`` under that key, unchecked.
+
+So the tests check what the interface wrote, and read what was written behind its
+back (restored backups, rsync-ed folders, a disk that rots). Optional hooks:
 
 - ``large_size``: bytes for the "larger than a part" test (default ~12 MiB)
 - ``make_abandoned_upload(store)``: leave an incomplete upload behind, older
@@ -11,6 +19,7 @@ fixture (function scope, an empty store). Optional hooks:
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import io
 import os
@@ -20,14 +29,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from registry.blobstore import BlobInfo, BlobNotFound, BlobStore, PutResult
-from registry.errors import ManifestMismatch, NotFound
+from registry.blobstore import BlobDigestMismatch, BlobInfo, BlobNotFound, BlobStore, PutResult
 
 MiB = 1024 * 1024
 
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def layout_key(sha256: str) -> str:
+    """Where every backend keeps a blob, relative to its root (``blobstore/base.py``)."""
+    return f"sha256/{sha256[:2]}/{sha256[2:4]}/{sha256}"
 
 
 class TrickleStream(io.RawIOBase):
@@ -71,12 +84,67 @@ class FailingStream(io.RawIOBase):
         return n
 
 
-class BlobStoreConformance:
+class BlobStoreConformance(abc.ABC):
     large_size: int = 12 * MiB + 12345
     created_exactly_once: bool = True
 
+    @abc.abstractmethod
+    def raw_get(self, store: BlobStore, sha256: str) -> bytes | None:
+        """The bytes under ``layout_key(sha256)``, read from the backend directly."""
+
+    @abc.abstractmethod
+    def raw_set(self, store: BlobStore, sha256: str, data: bytes) -> None:
+        """Write ``data`` under ``layout_key(sha256)`` directly, without any check."""
+
     def make_abandoned_upload(self, store: BlobStore) -> bool:
         return False
+
+    # -- out of band: what the interface wrote, and what it reads -----------------------
+
+    def test_put_writes_the_bytes_under_the_layout_key(self, store: BlobStore) -> None:
+        small, large = b"small blob", os.urandom(self.large_size)
+        assert self.raw_get(store, sha(small)) is None
+        store.put_bytes(sha(small), small)
+        store.put(sha(large), TrickleStream(large))
+        assert self.raw_get(store, sha(small)) == small
+        assert self.raw_get(store, sha(large)) == large
+
+    def test_reads_what_was_written_behind_its_back(self, store: BlobStore) -> None:
+        data = bytes(range(256)) * 50
+        h = sha(data)
+        self.raw_set(store, h, data)
+        assert store.exists(h) and store.stat(h) == len(data)
+        assert store.exists_many([h, sha(b"other")]) == {h}
+        assert store.read_bytes(h) == data
+        assert store.read_bytes(h, 100, 300) == data[100:300]
+        assert [(i.sha256, i.size) for i in store.iter_blobs()] == [(h, len(data))]
+
+    def test_reads_do_not_verify_bytes(self, store: BlobStore) -> None:
+        """A blob that rotted on disk is served as it is: finding it is fsck's job."""
+        h = sha(b"original")
+        self.raw_set(store, h, b"rotten")
+        assert store.stat(h) == len(b"rotten")
+        assert store.read_bytes(h) == b"rotten"
+
+    def test_put_keeps_a_blob_that_is_already_there(self, store: BlobStore) -> None:
+        data = b"restored from a backup"
+        self.raw_set(store, sha(data), data)
+        assert store.put_bytes(sha(data), data) == PutResult(sha(data), len(data), False)
+        assert self.raw_get(store, sha(data)) == data
+
+    def test_delete_removes_what_was_set_behind_its_back(self, store: BlobStore) -> None:
+        data = b"set out of band"
+        self.raw_set(store, sha(data), data)
+        assert store.delete(sha(data)) is True
+        assert self.raw_get(store, sha(data)) is None
+
+    def test_a_refused_put_writes_nothing_anywhere(self, store: BlobStore) -> None:
+        data = os.urandom(self.large_size)
+        claimed = sha(b"claimed")
+        with pytest.raises(BlobDigestMismatch):
+            store.put(claimed, TrickleStream(data))
+        assert self.raw_get(store, claimed) is None
+        assert self.raw_get(store, sha(data)) is None
 
     # -- basics ----------------------------------------------------------------
 
@@ -174,7 +242,7 @@ class BlobStoreConformance:
         h = sha(b"never stored")
         with pytest.raises(BlobNotFound) as info:
             store.open(h)
-        assert isinstance(info.value, NotFound)
+        assert info.value.sha256 == h
         assert h in str(info.value)
         with pytest.raises(BlobNotFound):
             store.open(h, 0, 0)
@@ -201,7 +269,7 @@ class BlobStoreConformance:
     def test_wrong_digest_leaves_nothing(self, store: BlobStore) -> None:
         data = b"these bytes"
         claimed = sha(b"other bytes")
-        with pytest.raises(ManifestMismatch) as info:
+        with pytest.raises(BlobDigestMismatch) as info:
             store.put(claimed, io.BytesIO(data))
         message = str(info.value)
         assert claimed in message
@@ -216,7 +284,7 @@ class BlobStoreConformance:
         data = b"the real content"
         h = sha(data)
         store.put_bytes(h, data)
-        with pytest.raises(ManifestMismatch):
+        with pytest.raises(BlobDigestMismatch):
             store.put(h, io.BytesIO(b"an impostor"))
         assert store.read_bytes(h) == data
         assert [i.sha256 for i in store.iter_blobs()] == [h]
@@ -224,7 +292,7 @@ class BlobStoreConformance:
     def test_wrong_digest_large_leaves_nothing(self, store: BlobStore) -> None:
         data = os.urandom(self.large_size)
         claimed = sha(b"something else")
-        with pytest.raises(ManifestMismatch):
+        with pytest.raises(BlobDigestMismatch):
             store.put(claimed, TrickleStream(data))
         assert not store.exists(claimed)
         assert list(store.iter_blobs()) == []

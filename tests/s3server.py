@@ -166,7 +166,7 @@ class S3Server:
 
     def client(self):
         """A boto3 S3 client for this server (closed with the server)."""
-        from registry.blobstore.s3 import make_client
+        from registry.blobstore.s3client import make_client
 
         client = make_client(self.endpoint_url, self.region)
         self._clients.append(client)

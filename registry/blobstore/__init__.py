@@ -1,6 +1,8 @@
-"""Blob storage: one BlobStore interface (``base``), three backends.
+"""Blob storage: one BlobStore interface (``base``), three backends, their errors (``errors``).
 
-``open_blobstore(settings)`` picks the backend from ``settings.blob_store``:
+Imports only ``registry.carton``'s stdlib-only helpers (``streams``, ``digests``) and, for
+``open_blobstore``'s type, ``registry.settings``; it raises its own errors, never the
+registry's. ``open_blobstore(settings)`` picks the backend from ``settings.blob_store``:
 
 - ``file:///abs/path``, ``file://relative/path`` or a plain path: FilesystemBlobStore
 - ``s3://bucket/prefix`` (optionally ``?region=...``): S3BlobStore, with
@@ -15,14 +17,17 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 from registry.blobstore.base import (
-    EMPTY_SHA256,
     BlobInfo,
-    BlobNotFound,
     BlobStore,
     PutResult,
     blob_key,
-    is_sha256,
     validate_sha256,
+)
+from registry.blobstore.errors import (
+    BlobDigestMismatch,
+    BlobNotFound,
+    BlobStoreError,
+    BlobStoreUnavailable,
 )
 from registry.blobstore.filesystem import FilesystemBlobStore
 from registry.blobstore.memory import MemoryBlobStore
@@ -32,16 +37,17 @@ if TYPE_CHECKING:
     from registry.settings import Settings
 
 __all__ = [
-    "EMPTY_SHA256",
+    "BlobDigestMismatch",
     "BlobInfo",
     "BlobNotFound",
     "BlobStore",
+    "BlobStoreError",
+    "BlobStoreUnavailable",
     "FilesystemBlobStore",
     "MemoryBlobStore",
     "PutResult",
     "S3BlobStore",
     "blob_key",
-    "is_sha256",
     "open_blobstore",
     "parse_blob_store_url",
     "validate_sha256",

@@ -24,29 +24,18 @@ blob are clamped (a range starting at or beyond the end is empty);
 from __future__ import annotations
 
 import abc
-import hashlib
 import io
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from registry.errors import ManifestMismatch, NotFound
-
-KiB = 1024
-MiB = 1024 * KiB
-
-CHUNK_SIZE = 1 * MiB
-"""Read size used when streaming into or out of a store."""
+from registry.carton.digests import is_sha256
+from registry.carton.streams import CHUNK
 
 BLOB_DIR = "sha256"
 TMP_DIR = "tmp"
-
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-
-EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 @dataclass(frozen=True)
@@ -61,18 +50,6 @@ class PutResult:
     sha256: str
     size: int
     created: bool  # False when the blob already existed (the existing blob wins)
-
-
-class BlobNotFound(NotFound):
-    """The blob is not in the store."""
-
-    def __init__(self, sha256: str, message: str | None = None) -> None:
-        super().__init__(message or f"blob {sha256} not found")
-        self.sha256 = sha256
-
-
-def is_sha256(value: object) -> bool:
-    return isinstance(value, str) and _SHA256_RE.match(value) is not None
 
 
 def validate_sha256(sha256: object) -> str:
@@ -94,47 +71,11 @@ def validate_range(start: int, end: int | None) -> None:
         raise ValueError(f"range end ({end}) is before its start ({start})")
 
 
-def digest_mismatch(expected: str, actual: str, size: int) -> ManifestMismatch:
-    return ManifestMismatch(
-        f"digest mismatch: expected sha256 {expected}, but the {size} bytes received "
-        f"hash to {actual}"
-    )
-
-
-def read_full(stream: BinaryIO, size: int) -> bytes:
-    """Read up to ``size`` bytes, looping over short reads; fewer only at EOF."""
-    first = stream.read(size)
-    if not first or len(first) >= size:
-        return first or b""
-    parts = [first]
-    got = len(first)
-    while got < size:
-        data = stream.read(size - got)
-        if not data:
-            break
-        parts.append(data)
-        got += len(data)
-    return b"".join(parts)
-
-
-def hash_stream(stream: BinaryIO, chunk_size: int = CHUNK_SIZE) -> tuple[str, int]:
-    """Consume ``stream`` to EOF; return (sha256 hex, size)."""
-    h = hashlib.sha256()
-    size = 0
-    while True:
-        data = stream.read(chunk_size)
-        if not data:
-            break
-        h.update(data)
-        size += len(data)
-    return h.hexdigest(), size
-
-
 class RangeReader(io.RawIOBase):
     """A read-only stream over at most ``limit`` bytes of another stream.
 
     ``limit=None`` reads to EOF. ``on_error`` may translate exceptions raised by
-    the underlying stream (e.g. network errors into ``StorageUnavailable``).
+    the underlying stream (e.g. network errors into ``BlobStoreUnavailable``).
     """
 
     def __init__(self, raw, limit: int | None, on_error=None) -> None:
@@ -175,7 +116,7 @@ class RangeReader(io.RawIOBase):
 class BlobStore(abc.ABC):
     """Content-addressed, immutable blob storage (see the module docstring)."""
 
-    chunk_size: int = CHUNK_SIZE
+    chunk_size: int = CHUNK
 
     # -- writing ---------------------------------------------------------------
 
@@ -184,7 +125,7 @@ class BlobStore(abc.ABC):
         """Store the bytes of ``stream`` (read to EOF) under ``sha256``.
 
         Published atomically and only if the bytes hash to ``sha256``; otherwise
-        ``ManifestMismatch`` and nothing is left behind. If the blob exists already,
+        ``BlobDigestMismatch`` and nothing is left behind. If the blob exists already,
         the stream is still read and verified, and ``created`` is False.
         """
 
@@ -202,7 +143,7 @@ class BlobStore(abc.ABC):
         sha256: str,
         start: int = 0,
         end: int | None = None,
-        chunk_size: int = CHUNK_SIZE,
+        chunk_size: int = CHUNK,
     ) -> Iterator[bytes]:
         with self.open(sha256, start, end) as f:
             while True:
@@ -254,7 +195,7 @@ class BlobStore(abc.ABC):
 
     @abc.abstractmethod
     def check_available(self) -> None:
-        """Raise ``StorageUnavailable`` if the backend cannot be reached."""
+        """Raise ``BlobStoreUnavailable`` if the backend cannot be reached or written."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (connections, ...)."""

@@ -24,18 +24,16 @@ from registry.blobstore.base import (
     BLOB_DIR,
     TMP_DIR,
     BlobInfo,
-    BlobNotFound,
     BlobStore,
     PutResult,
     RangeReader,
     blob_key,
-    digest_mismatch,
-    hash_stream,
-    is_sha256,
     validate_range,
     validate_sha256,
 )
-from registry.errors import StorageUnavailable
+from registry.blobstore.errors import BlobDigestMismatch, BlobNotFound, BlobStoreUnavailable
+from registry.carton.digests import is_sha256
+from registry.carton.streams import hash_stream
 
 _LINK_UNSUPPORTED = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK}
 
@@ -73,7 +71,7 @@ class FilesystemBlobStore(BlobStore):
         if final.exists():
             actual, size = hash_stream(stream, self.chunk_size)
             if actual != sha256:
-                raise digest_mismatch(sha256, actual, size)
+                raise BlobDigestMismatch(sha256, actual, size)
             # Written again: GC's grace period starts over, as for a new blob.
             with contextlib.suppress(OSError):
                 os.utime(final)
@@ -100,7 +98,7 @@ class FilesystemBlobStore(BlobStore):
                 os.fsync(out.fileno())
             actual = h.hexdigest()
             if actual != sha256:
-                raise digest_mismatch(sha256, actual, size)
+                raise BlobDigestMismatch(sha256, actual, size)
             os.chmod(tmp, 0o444)
             final.parent.mkdir(parents=True, exist_ok=True)
             created = self._publish(tmp, final)
@@ -201,8 +199,8 @@ class FilesystemBlobStore(BlobStore):
         try:
             self.tmp_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StorageUnavailable(f"blob store folder {self.root} is unusable: {exc}") from exc
+            raise BlobStoreUnavailable(f"blob store folder {self.root} is unusable: {exc}") from exc
         if not os.access(self.root, os.W_OK | os.X_OK) or not os.access(
             self.tmp_dir, os.W_OK | os.X_OK
         ):
-            raise StorageUnavailable(f"blob store folder {self.root} is not writable")
+            raise BlobStoreUnavailable(f"blob store folder {self.root} is not writable")

@@ -11,13 +11,12 @@ from typing import BinaryIO
 
 from registry.blobstore.base import (
     BlobInfo,
-    BlobNotFound,
     BlobStore,
     PutResult,
-    digest_mismatch,
     validate_range,
     validate_sha256,
 )
+from registry.blobstore.errors import BlobDigestMismatch, BlobNotFound
 
 
 class MemoryBlobStore(BlobStore):
@@ -30,18 +29,10 @@ class MemoryBlobStore(BlobStore):
 
     def put(self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None) -> PutResult:
         validate_sha256(sha256)
-        h = hashlib.sha256()
-        buf = io.BytesIO()
-        while True:
-            data = stream.read(self.chunk_size)
-            if not data:
-                break
-            h.update(data)
-            buf.write(data)
-        actual = h.hexdigest()
-        data = buf.getvalue()
+        data = b"".join(iter(lambda: stream.read(self.chunk_size), b""))
+        actual = hashlib.sha256(data).hexdigest()
         if actual != sha256:
-            raise digest_mismatch(sha256, actual, len(data))
+            raise BlobDigestMismatch(sha256, actual, len(data))
         with self._lock:
             if sha256 in self._blobs:
                 return PutResult(sha256, len(self._blobs[sha256][0]), False)

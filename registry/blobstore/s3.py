@@ -7,7 +7,7 @@ written with one ``PutObject`` (``If-None-Match: *`` where supported). A larger
 one is a multipart upload straight to the final key, hashed while its parts
 stream; it is completed only if the digest matches and aborted otherwise or
 on any error, so nothing becomes visible. Every connectivity problem
-surfaces as ``StorageUnavailable``.
+surfaces as ``BlobStoreUnavailable``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, BinaryIO
@@ -23,95 +22,27 @@ from typing import Any, BinaryIO
 from registry.blobstore.base import (
     BLOB_DIR,
     BlobInfo,
-    BlobNotFound,
     BlobStore,
-    MiB,
     PutResult,
     RangeReader,
     blob_key,
-    digest_mismatch,
-    hash_stream,
-    is_sha256,
-    read_full,
     validate_range,
     validate_sha256,
 )
-from registry.errors import StorageUnavailable
+from registry.blobstore.errors import BlobDigestMismatch, BlobNotFound, BlobStoreUnavailable
+from registry.blobstore.s3client import (
+    error_code,
+    http_status,
+    is_not_found,
+    is_precondition_failed,
+    is_unsupported,
+    make_client,
+)
+from registry.carton.digests import is_sha256
+from registry.carton.streams import MiB, hash_stream, read_full
 
 MIN_PART_SIZE = 5 * MiB
 MAX_PARTS = 10_000
-
-_NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound"}
-_UNSUPPORTED_CODES = {"NotImplemented", "501"}
-
-
-def make_client(
-    endpoint_url: str | None = None,
-    region: str | None = None,
-    *,
-    connect_timeout: float = 5,
-    read_timeout: float = 60,
-    max_attempts: int = 3,
-):
-    """A boto3 S3 client with timeouts and retries that fail fast when the server is down."""
-    import boto3
-    from botocore.config import Config
-
-    options: dict[str, Any] = {
-        "connect_timeout": connect_timeout,
-        "read_timeout": read_timeout,
-        "retries": {"max_attempts": max_attempts, "mode": "standard"},
-        "signature_version": "s3v4",
-        "max_pool_connections": 32,
-    }
-    if endpoint_url:
-        options["s3"] = {"addressing_style": "path"}
-    # botocore >= 1.36 adds CRC checksums to every request by default, which
-    # several S3-compatible servers reject; only send them when required.
-    extra = {
-        "request_checksum_calculation": "when_required",
-        "response_checksum_validation": "when_required",
-    }
-    try:
-        config = Config(**options, **extra)
-    except TypeError:  # older botocore
-        config = Config(**options)
-    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    session = boto3.session.Session()
-    return session.client(
-        "s3", endpoint_url=endpoint_url, region_name=region or "us-east-1", config=config
-    )
-
-
-def _error_code(exc: Exception) -> str:
-    from botocore.exceptions import ClientError
-
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error", {})
-        code = str(err.get("Code", ""))
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return code or str(status or "")
-    return ""
-
-
-def _http_status(exc: Exception) -> int | None:
-    from botocore.exceptions import ClientError
-
-    if isinstance(exc, ClientError):
-        return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return None
-
-
-def _is_not_found(exc: Exception) -> bool:
-    return _error_code(exc) in _NOT_FOUND_CODES or _http_status(exc) == 404
-
-
-def _is_precondition_failed(exc: Exception) -> bool:
-    return _error_code(exc) == "PreconditionFailed" or _http_status(exc) == 412
-
-
-def _is_unsupported(exc: Exception) -> bool:
-    return _error_code(exc) in _UNSUPPORTED_CODES or _http_status(exc) == 501
 
 
 class S3BlobStore(BlobStore):
@@ -149,7 +80,7 @@ class S3BlobStore(BlobStore):
 
     # -- error translation -----------------------------------------------------
 
-    def _unavailable(self, exc: BaseException, action: str) -> StorageUnavailable:
+    def _unavailable(self, exc: BaseException, action: str) -> BlobStoreUnavailable:
         from botocore.exceptions import (
             ClientError,
             ConnectionError,
@@ -165,14 +96,14 @@ class S3BlobStore(BlobStore):
         elif isinstance(exc, NoCredentialsError):
             reason = "no S3 credentials configured (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
         elif isinstance(exc, ClientError):
-            reason = f"S3 error {_error_code(exc)} (HTTP {_http_status(exc)}): {exc}"
+            reason = f"S3 error {error_code(exc)} (HTTP {http_status(exc)}): {exc}"
         else:
             reason = f"{type(exc).__name__}: {exc}"
-        return StorageUnavailable(f"blob store {where} unavailable while {action}: {reason}")
+        return BlobStoreUnavailable(f"blob store {where} unavailable while {action}: {reason}")
 
     @contextlib.contextmanager
     def _translate(self, action: str):
-        """Turn every botocore / urllib3 failure into StorageUnavailable."""
+        """Turn every botocore / urllib3 failure into BlobStoreUnavailable."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -192,7 +123,7 @@ class S3BlobStore(BlobStore):
         if self.stat(sha256) is not None:
             actual, size = hash_stream(stream, self.chunk_size)
             if actual != sha256:
-                raise digest_mismatch(sha256, actual, size)
+                raise BlobDigestMismatch(sha256, actual, size)
             return PutResult(sha256, size, False)
 
         h = hashlib.sha256()
@@ -202,7 +133,7 @@ class S3BlobStore(BlobStore):
         if not second:
             actual = h.hexdigest()
             if actual != sha256:
-                raise digest_mismatch(sha256, actual, len(first))
+                raise BlobDigestMismatch(sha256, actual, len(first))
             created = self._put_small(key, first)
             return PutResult(sha256, len(first), created)
         return self._put_multipart(sha256, key, stream, h, first, second)
@@ -221,9 +152,9 @@ class S3BlobStore(BlobStore):
                     self.client.put_object(**kwargs, IfNoneMatch="*")
                     return True
                 except Exception as exc:
-                    if _is_precondition_failed(exc):
+                    if is_precondition_failed(exc):
                         return False  # written meanwhile: the existing blob wins
-                    if not _is_unsupported(exc):
+                    if not is_unsupported(exc):
                         raise
                     self._if_none_match = False
             self.client.put_object(**kwargs)
@@ -277,7 +208,7 @@ class S3BlobStore(BlobStore):
 
             actual = h.hexdigest()
             if actual != sha256:
-                raise digest_mismatch(sha256, actual, size)
+                raise BlobDigestMismatch(sha256, actual, size)
             created = self._complete(key, upload_id, parts)
             completed = created
             return PutResult(sha256, size, created)
@@ -298,9 +229,9 @@ class S3BlobStore(BlobStore):
                     self.client.complete_multipart_upload(**kwargs, IfNoneMatch="*")
                     return True
                 except Exception as exc:
-                    if _is_precondition_failed(exc):
+                    if is_precondition_failed(exc):
                         return False  # the existing blob wins; the caller aborts ours
-                    if not _is_unsupported(exc):
+                    if not is_unsupported(exc):
                         raise
                     self._if_none_match = False
             self.client.complete_multipart_upload(**kwargs)
@@ -327,9 +258,9 @@ class S3BlobStore(BlobStore):
             try:
                 resp = self.client.get_object(**kwargs)
             except Exception as exc:
-                if _is_not_found(exc):
+                if is_not_found(exc):
                     raise BlobNotFound(sha256) from None
-                if _error_code(exc) == "InvalidRange" or _http_status(exc) == 416:
+                if error_code(exc) == "InvalidRange" or http_status(exc) == 416:
                     # start at or past the end of the blob: an empty range
                     if self.stat(sha256) is None:
                         raise BlobNotFound(sha256) from None
@@ -347,7 +278,7 @@ class S3BlobStore(BlobStore):
             try:
                 resp = self.client.head_object(Bucket=self.bucket, Key=key)
             except Exception as exc:
-                if _is_not_found(exc):
+                if is_not_found(exc):
                     return None
                 raise
         return int(resp["ContentLength"])
@@ -403,7 +334,7 @@ class S3BlobStore(BlobStore):
                             Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
                         )
                     except Exception as exc:
-                        if _error_code(exc) == "NoSuchUpload" or _is_not_found(exc):
+                        if error_code(exc) == "NoSuchUpload" or is_not_found(exc):
                             continue  # finished or aborted meanwhile
                         raise
                 removed += 1

@@ -1,7 +1,11 @@
 """The carton format: zip read/write, carton.toml, MANIFEST, LINKS, tensor_data.
 
-Pure and self-contained (imports nothing else of ``registry``); every reader
-distrusts its input and streams, so multi-GB members use constant memory.
+Imports nothing else of ``registry`` (only the standard library, numpy, tomli_w and
+backports.zstd): it is the bottom of the tree. So the stdlib-only helpers that every
+layer shares live here too, and the blob store, services, HTTP layer and client import
+them from here: ``streams`` (chunk size, full reads, hashing, counting readers),
+``digests`` (the sha256 rule) and ``paths`` (member names and the member-path rule).
+Every reader distrusts its input and streams, so multi-GB members use constant memory.
 """
 
 from __future__ import annotations
@@ -11,44 +15,45 @@ from typing import Any
 
 # Re-exported lazily: importing one submodule (the CLI's errors) must not pull numpy in.
 _EXPORTS = {
-    "ArchiveLimits": "zipread",
+    "ArchiveLimits": "limits",
+    "CARTON_TOML": "paths",
     "CartonArchive": "zipread",
     "CartonConfig": "config",
     "CartonFormatError": "errors",
     "CartonLimitExceeded": "errors",
     "DTYPES": "config",
     "Example": "config",
-    "LINKS_NAME": "manifest",
-    "MANIFEST_NAME": "manifest",
+    "LINKS_NAME": "paths",
+    "MANIFEST_NAME": "paths",
     "Manifest": "manifest",
     "ManifestEntry": "manifest",
-    "Member": "zipread",
-    "MemberReader": "zipread",
+    "Member": "member",
+    "MemberReader": "member",
     "NUMPY_DTYPES": "tensor_data",
     "RunnerInfo": "config",
-    "SHA256_HEX": "manifest",
+    "SHA256_HEX": "digests",
     "SelfTest": "config",
     "StoredZipLayout": "zipwrite",
+    "TENSOR_INDEX": "paths",
     "TensorIndexEntry": "tensor_data",
     "TensorSpec": "config",
     "ZipEntry": "zipwrite",
     "build_manifest": "manifest",
-    "crc32_file": "zipwrite",
-    "crc32_stream": "zipwrite",
     "decode_numeric": "tensor_data",
     "decode_string_tensor": "tensor_data",
     "encode_numeric": "tensor_data",
     "encode_string_tensor": "tensor_data",
     "inspect_carton": "inspect",
-    "is_sha256": "manifest",
+    "is_sha256": "digests",
     "load_tensor": "tensor_data",
     "parse_carton_toml": "config",
     "parse_links": "links",
     "parse_manifest": "manifest",
     "parse_tensor_index": "tensor_data",
+    "path_problem": "paths",
     "render_carton_toml": "config",
     "sha256_member": "zipread",
-    "validate_member_path": "manifest",
+    "validate_member_path": "paths",
     "validate_references": "config",
     "version_req_problem": "config",
     "write_links": "links",

@@ -15,7 +15,8 @@ from typing import Any
 import tomli_w
 
 from .errors import CartonFormatError, CartonLimitExceeded
-from .manifest import path_problem
+from .limits import MAX_CARTON_TOML_BYTES
+from .paths import MISC_DIR, MISC_REF_PREFIX, TENSOR_INDEX, TENSOR_REF_PREFIX, path_problem
 
 DTYPES = (
     "float32",
@@ -30,10 +31,6 @@ DTYPES = (
     "uint32",
     "uint64",
 )
-
-TENSOR_REF_PREFIX = "@tensor_data/"
-MISC_REF_PREFIX = "@misc/"
-MAX_CARTON_TOML_BYTES = 1 << 20
 
 # target-lexicon accepts arch-vendor-os[-env] and a few two-part forms (wasm32-wasi).
 TARGET_TRIPLE = re.compile(r"^[a-z0-9_.]+(-[a-z0-9_.]+){1,3}$")
@@ -372,16 +369,18 @@ def validate_references(
         if ref.startswith(TENSOR_REF_PREFIX):
             name = ref[len(TENSOR_REF_PREFIX) :]
             if name not in tensor_names:
-                problems.append(f"{where}: {ref} names no tensor in tensor_data/index.toml")
+                problems.append(f"{where}: {ref} names no tensor in {TENSOR_INDEX}")
         elif ref.startswith(MISC_REF_PREFIX):
-            path = "misc/" + ref[len(MISC_REF_PREFIX) :]
+            path = MISC_DIR + ref[len(MISC_REF_PREFIX) :]
             bad = path_problem(path)
             if bad is not None:
                 problems.append(f"{where}: {ref}: {bad}")
             elif path not in file_paths:
                 problems.append(f"{where}: {ref}: {path} is not in MANIFEST")
         else:  # parse_carton_toml already rejects these
-            problems.append(f"{where}: {ref} is not a @tensor_data/ or @misc/ reference")
+            problems.append(
+                f"{where}: {ref} is not a {TENSOR_REF_PREFIX} or {MISC_REF_PREFIX} reference"
+            )
     return problems
 
 

@@ -1,8 +1,9 @@
 """Exceptions of the carton format library.
 
-The library is self-contained (no ``registry`` imports), so callers map these to
-their own error types: ``CartonLimitExceeded`` is "too big" (HTTP 413), any other
-``CartonFormatError`` is "invalid content" (HTTP 400).
+The library is self-contained (no ``registry`` imports), so it raises its own errors.
+The services let them through untranslated; the one table at the HTTP edge
+(``registry.http.errors.STATUS_BY_ERROR``) maps them: ``CartonLimitExceeded`` is "too
+big" (413), any other ``CartonFormatError`` is "invalid content" (400).
 """
 
 from __future__ import annotations

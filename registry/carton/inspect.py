@@ -11,18 +11,20 @@ from typing import Any, BinaryIO
 
 from .config import CartonConfig, TensorSpec, validate_references
 from .errors import CartonFormatError
+from .limits import ArchiveLimits
+from .paths import CARTON_TOML, TENSOR_INDEX
+from .streams import MiB
 from .tensor_data import (
-    INDEX_PATH,
     NESTED,
     NUMPY_DTYPES,
     TensorIndexEntry,
     decode_string_tensor,
     parse_tensor_index,
 )
-from .zipread import ArchiveLimits, CartonArchive, sha256_member
+from .zipread import CartonArchive, sha256_member
 
-_MAX_INDEX_BYTES = 16 << 20
-_MAX_STRING_TENSOR_CHECK = 16 << 20
+_MAX_INDEX_BYTES = 16 * MiB
+_MAX_STRING_TENSOR_CHECK = 16 * MiB
 
 
 def _spec_json(s: TensorSpec) -> dict[str, Any]:
@@ -42,7 +44,7 @@ def _check_tensors(archive: CartonArchive, entries: list[TensorIndexEntry]) -> l
         if e.dtype == NESTED or e.path is None or e.shape is None:
             continue
         if e.path not in archive.manifest:
-            problems.append(f"{INDEX_PATH}: tensor {e.name!r}: {e.path} is not in MANIFEST")
+            problems.append(f"{TENSOR_INDEX}: tensor {e.name!r}: {e.path} is not in MANIFEST")
             continue
         if e.path not in archive.members:
             continue  # linked: not checked without fetching
@@ -115,9 +117,9 @@ def inspect_carton(
                     problems.append(f"{entry.path}: not in the zip and not listed in LINKS")
 
         config: CartonConfig | None = None
-        if "carton.toml" not in manifest:
+        if CARTON_TOML not in manifest:
             problems.append("carton.toml is not listed in MANIFEST")
-        elif "carton.toml" not in archive.members:
+        elif CARTON_TOML not in archive.members:
             problems.append("carton.toml is not inside the zip (only LINKS reference it)")
         else:
             try:
@@ -126,11 +128,11 @@ def inspect_carton(
                 problems.append(e.message)
 
         tensor_names: set[str] | None = None
-        if INDEX_PATH not in manifest:
-            problems.append(f"{INDEX_PATH} is missing (the carton loader requires it)")
-        elif INDEX_PATH in archive.members:
+        if TENSOR_INDEX not in manifest:
+            problems.append(f"{TENSOR_INDEX} is missing (the carton loader requires it)")
+        elif TENSOR_INDEX in archive.members:
             try:
-                entries = parse_tensor_index(archive.read_bytes(INDEX_PATH, _MAX_INDEX_BYTES))
+                entries = parse_tensor_index(archive.read_bytes(TENSOR_INDEX, _MAX_INDEX_BYTES))
                 tensor_names = {e.name for e in entries}
                 problems.extend(_check_tensors(archive, entries))
             except CartonFormatError as e:

@@ -6,8 +6,8 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
+from .digests import is_sha256
 from .errors import CartonFormatError
-from .manifest import is_sha256
 
 
 def _is_http_url(url: str) -> bool:

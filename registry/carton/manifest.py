@@ -7,59 +7,13 @@ byte-different manifests must never describe "the same" carton.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from .digests import is_sha256
 from .errors import CartonFormatError
-
-SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
-
-MANIFEST_NAME = "MANIFEST"
-LINKS_NAME = "LINKS"
-
-
-def is_sha256(s: str) -> bool:
-    """True for a lowercase 64-hex-digit sha256 (the only form MANIFEST allows)."""
-    return isinstance(s, str) and SHA256_HEX.fullmatch(s) is not None
-
-
-def path_problem(path: str) -> str | None:
-    """Why ``path`` is not a valid carton member path, or None when it is."""
-    if not isinstance(path, str):
-        return "path is not a string"
-    if path == "":
-        return "empty path"
-    for ch, what in (
-        ("\x00", "NUL"),
-        ("\n", "newline"),
-        ("\r", "carriage return"),
-        ("\\", "backslash"),
-    ):
-        if ch in path:
-            return f"path {path!r} contains a {what}"
-    if path.startswith("/"):
-        return f"path {path!r} is absolute"
-    if path.endswith("/"):
-        return f"path {path!r} ends with '/'"
-    for seg in path.split("/"):
-        if seg == "":
-            return f"path {path!r} has an empty segment"
-        if seg in (".", ".."):
-            return f"path {path!r} has a {seg!r} segment"
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return f"path {path!r} is not valid UTF-8"
-    return None
-
-
-def validate_member_path(path: str) -> None:
-    """Raise CartonFormatError unless ``path`` is a safe, canonical member path."""
-    problem = path_problem(path)
-    if problem is not None:
-        raise CartonFormatError(problem)
+from .paths import LINKS_NAME, MANIFEST_NAME, path_problem
 
 
 @dataclass(frozen=True)

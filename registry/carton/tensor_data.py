@@ -14,9 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import CartonFormatError
-from .manifest import path_problem
+from .paths import TENSOR_DIR, TENSOR_INDEX, path_problem
 
-INDEX_PATH = "tensor_data/index.toml"
 NESTED = "nested"
 
 NUMPY_DTYPES: dict[str, np.dtype] = {
@@ -45,7 +44,7 @@ class TensorIndexEntry:
     @property
     def path(self) -> str | None:
         """Path of the tensor's file inside the carton (None for nested tensors)."""
-        return None if self.file is None else f"tensor_data/{self.file}"
+        return None if self.file is None else TENSOR_DIR + self.file
 
 
 def _toml_string(s: str) -> str:
@@ -89,20 +88,20 @@ def parse_tensor_index(raw: bytes) -> list[TensorIndexEntry]:
     try:
         doc = tomllib.loads(bytes(raw).decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise CartonFormatError(f"{INDEX_PATH} is not valid TOML: {e}") from None
+        raise CartonFormatError(f"{TENSOR_INDEX} is not valid TOML: {e}") from None
     tensors = doc.get("tensor")
     if not isinstance(tensors, list):
-        raise CartonFormatError(f"{INDEX_PATH}: 'tensor' must be an array (write tensor = [])")
+        raise CartonFormatError(f"{TENSOR_INDEX}: 'tensor' must be an array (write tensor = [])")
     out: list[TensorIndexEntry] = []
     names: set[str] = set()
     for i, t in enumerate(tensors):
-        where = f"{INDEX_PATH} tensor[{i}]"
+        where = f"{TENSOR_INDEX} tensor[{i}]"
         if not isinstance(t, dict):
             raise CartonFormatError(f"{where} must be a table")
         name, dtype = t.get("name"), t.get("dtype")
         if not isinstance(name, str) or not name:
             raise CartonFormatError(f"{where}: name must be a non-empty string")
-        where = f"{INDEX_PATH} tensor {name!r}"
+        where = f"{TENSOR_INDEX} tensor {name!r}"
         if name in names:
             raise CartonFormatError(f"{where}: duplicate tensor name")
         names.add(name)
@@ -122,7 +121,7 @@ def parse_tensor_index(raw: bytes) -> list[TensorIndexEntry]:
         file = t.get("file")
         if not isinstance(file, str):
             raise CartonFormatError(f"{where}: file is required")
-        problem = path_problem(f"tensor_data/{file}")
+        problem = path_problem(TENSOR_DIR + file)
         if problem is not None:
             raise CartonFormatError(f"{where}: bad file: {problem}")
         out.append(TensorIndexEntry(name, dtype, tuple(shape), file, tuple(inner)))
@@ -130,7 +129,7 @@ def parse_tensor_index(raw: bytes) -> list[TensorIndexEntry]:
         for inner_name in e.inner:
             if inner_name not in names:
                 raise CartonFormatError(
-                    f"{INDEX_PATH} tensor {e.name!r}: inner tensor {inner_name!r} is not listed"
+                    f"{TENSOR_INDEX} tensor {e.name!r}: inner tensor {inner_name!r} is not listed"
                 )
     return out
 

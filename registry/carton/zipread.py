@@ -2,77 +2,35 @@
 
 The central directory is parsed by ``backports.zstd.zipfile`` (Stored, Deflate,
 zstd = method 93, ZIP64). Everything an attacker controls is checked when the
-archive is opened, before a member byte is used: methods, member count,
-declared sizes and ratios, names, encryption, and that every member is named by
-MANIFEST. Member data is then decompressed by our own streaming reader, because
-zipfile silently truncates a member that inflates past its declared size; ours
-rejects it, and checks the CRC-32, in constant memory.
+archive is opened, before a member byte is used (``zipchecks``), and every member
+must be named by MANIFEST. Member data is then read by ``member.MemberReader``,
+which verifies sizes and CRC-32 as it streams.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 import posixpath
 import stat
 import struct
 import threading
-import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import BinaryIO
 
-from backports.zstd import ZstdDecompressor, ZstdError, zipfile
+from backports.zstd import zipfile
 
 from .config import CartonConfig, parse_carton_toml
 from .errors import CartonFormatError, CartonLimitExceeded
+from .limits import ArchiveLimits
 from .links import parse_links
-from .manifest import LINKS_NAME, MANIFEST_NAME, Manifest, parse_manifest, path_problem
+from .manifest import Manifest, parse_manifest
+from .member import Member, MemberReader
+from .paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME
+from .streams import hash_stream
+from .zipchecks import ROOT_TOLERATED, check_end_record, check_entry, decode_name
+from .zipformat import LOCAL_HEADER, LOCAL_MAGIC
 
-KiB = 1 << 10
-MiB = 1 << 20
-GiB = 1 << 30
-
-STORED, DEFLATED, ZSTD = 0, 8, 93
-SUPPORTED_METHODS = {STORED: "Stored", DEFLATED: "Deflate", ZSTD: "zstd"}
-CHUNK = MiB
-_READ_CHUNK = 256 * KiB
 _MAX_SYMLINK_BYTES = 4096
 _MAX_SYMLINK_HOPS = 40
-_LOCAL_HEADER = struct.Struct("<4s5H3L2H")
-_LOCAL_MAGIC = b"PK\x03\x04"
-
-
-@dataclass(frozen=True)
-class ArchiveLimits:
-    """Limits enforced on open (defaults follow DESIGN.md "Default limits")."""
-
-    max_members: int = 10_000
-    max_unpacked_bytes: int = 256 * GiB
-    max_compression_ratio: float = 1000.0
-    compression_ratio_min_bytes: int = 16 * MiB
-    max_carton_toml_bytes: int = 1 * MiB
-    max_manifest_bytes: int = 16 * MiB
-    max_links_bytes: int = 16 * MiB
-    # Bytes of central directory allowed per permitted member (bounds parse memory).
-    max_central_directory_bytes_per_member: int = 4 * KiB
-
-
-@dataclass(frozen=True)
-class Member:
-    """One file entry of the zip (directories are not members)."""
-
-    path: str
-    raw_name: str
-    method: int
-    compressed_size: int
-    size: int
-    crc32: int
-    # For symlinks: the in-carton path of the regular member the link resolves to.
-    symlink_target: str | None = None
-    header_offset: int = 0
-    is_symlink: bool = False
 
 
 class _Source:
@@ -87,197 +45,6 @@ class _Source:
         if self._path is not None:
             return open(self._path, "rb"), None, True
         return self._fp, self._lock, False
-
-
-class MemberReader(io.RawIOBase):
-    """Streaming, verifying reader of one member's uncompressed bytes.
-
-    Raises CartonFormatError when the data inflates past the declared size,
-    ends short of it, is truncated/corrupt, or fails its CRC-32.
-    """
-
-    def __init__(
-        self,
-        member: Member,
-        fp: BinaryIO,
-        lock: threading.Lock | None,
-        owns_fp: bool,
-        data_offset: int,
-    ) -> None:
-        super().__init__()
-        self.member = member
-        self._fp = fp
-        self._lock = lock
-        self._owns_fp = owns_fp
-        self._pos = data_offset
-        self._left = member.compressed_size
-        self._produced = 0
-        self._crc = 0
-        self._buf = b""
-        self._done = False
-        self._method = member.method
-        self._zlib = zlib.decompressobj(-15) if self._method == DEFLATED else None
-        self._zstd: ZstdDecompressor | None = ZstdDecompressor() if self._method == ZSTD else None
-        self._zstd_fed = False
-
-    # -- raw compressed input -------------------------------------------------
-    def _read_compressed(self, n: int) -> bytes:
-        n = min(n, self._left)
-        if n <= 0:
-            return b""
-        if self._lock is not None:
-            with self._lock:
-                self._fp.seek(self._pos)
-                data = self._fp.read(n)
-        else:
-            self._fp.seek(self._pos)
-            data = self._fp.read(n)
-        if len(data) != n:
-            raise CartonFormatError(f"{self.member.path}: archive truncated inside member data")
-        self._pos += n
-        self._left -= n
-        return data
-
-    def _fail(self, what: str) -> CartonFormatError:
-        return CartonFormatError(f"{self.member.path}: {what}")
-
-    # -- decompression ----------------------------------------------------------
-    def _produce(self, n: int) -> bytes:
-        """Up to ``n`` more bytes; the end (size, CRC) is verified before the last are returned."""
-        data = self._next(n)
-        if data and self._produced == self.member.size:
-            self._next(1)  # raises if the stream inflates further; else checks the CRC
-        return data
-
-    def _next(self, n: int) -> bytes:
-        """Up to ``n`` more uncompressed bytes; b"" only at the verified end of the member."""
-        while True:
-            if self._method == STORED:
-                data = self._read_compressed(min(n, _READ_CHUNK))
-                if not data:
-                    return self._finish()
-            elif self._method == DEFLATED:
-                d = self._zlib
-                assert d is not None
-                if d.eof:
-                    return self._finish()
-                if d.unconsumed_tail:
-                    data = d.decompress(d.unconsumed_tail, n)
-                else:
-                    chunk = self._read_compressed(_READ_CHUNK)
-                    if not chunk:
-                        raise self._fail("deflate stream is truncated")
-                    try:
-                        data = d.decompress(chunk, n)
-                    except zlib.error as e:
-                        raise self._fail(f"corrupt deflate data ({e})") from None
-            else:
-                data = self._zstd_step(n)
-                if data is None:
-                    return self._finish()
-            if data:
-                self._produced += len(data)
-                if self._produced > self.member.size:
-                    raise self._fail(f"inflates past its declared size of {self.member.size} bytes")
-                self._crc = zlib.crc32(data, self._crc)
-                return data
-
-    def _zstd_step(self, n: int) -> bytes | None:
-        """One zstd decode step (frames may lack a content size; several frames allowed)."""
-        d = self._zstd
-        assert d is not None
-        try:
-            if d.eof:
-                rest = d.unused_data
-                if not rest:
-                    rest = self._read_compressed(_READ_CHUNK)
-                    if not rest:
-                        return None
-                d = self._zstd = ZstdDecompressor()
-                self._zstd_fed = True
-                return d.decompress(rest, n)
-            if d.needs_input:
-                chunk = self._read_compressed(_READ_CHUNK)
-                if not chunk:
-                    if self._zstd_fed:
-                        raise self._fail("zstd stream is truncated")
-                    return None  # zero compressed bytes: an empty member
-                self._zstd_fed = True
-                return d.decompress(chunk, n)
-            return d.decompress(b"", n)
-        except ZstdError as e:
-            raise self._fail(f"corrupt zstd data ({e})") from None
-
-    def _finish(self) -> bytes:
-        if not self._done:
-            self._done = True
-            if self._produced != self.member.size:
-                raise self._fail(
-                    f"holds {self._produced} bytes but its header declares {self.member.size}"
-                )
-            if self._crc != self.member.crc32:
-                raise self._fail(
-                    f"CRC-32 mismatch (got {self._crc:08x}, header says {self.member.crc32:08x})"
-                )
-        return b""
-
-    # -- io API -------------------------------------------------------------------
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int | None = -1) -> bytes:
-        if self.closed:
-            raise ValueError("read from closed member reader")
-        if size is None or size < 0:
-            return self.readall()
-        if size == 0:
-            return b""
-        if self._buf:
-            out, self._buf = self._buf[:size], self._buf[size:]
-            return out
-        data = self._produce(min(size, CHUNK))
-        if len(data) > size:
-            data, self._buf = data[:size], data[size:]
-        return data
-
-    def readall(self) -> bytes:
-        parts = [self._buf]
-        self._buf = b""
-        while True:
-            data = self._produce(CHUNK)
-            if not data:
-                return b"".join(parts)
-            parts.append(data)
-
-    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.read(len(b))
-        n = len(data)
-        memoryview(b).cast("B")[:n] = data
-        return n
-
-    def iter_chunks(self, chunk_size: int = CHUNK) -> Iterator[bytes]:
-        """Yield the member in chunks; the last (empty) read verifies size and CRC."""
-        while True:
-            data = self.read(chunk_size)
-            if not data:
-                return
-            yield data
-
-    def close(self) -> None:
-        if not self.closed and self._owns_fp:
-            self._fp.close()
-        super().close()
-
-
-def _decode_name(info: zipfile.ZipInfo) -> str:
-    """The member name as UTF-8, also when a writer forgot the UTF-8 flag (bit 11)."""
-    name = info.orig_filename
-    if not info.flag_bits & 0x800 and not name.isascii():
-        try:
-            return name.encode("cp437").decode("utf-8")
-        except (UnicodeEncodeError, UnicodeDecodeError):
-            pass
-    return name
 
 
 def _list_some(items: list[str], limit: int = 5) -> str:
@@ -328,7 +95,7 @@ class CartonArchive:
     def _load(self) -> None:
         fp, limits = self._fp, self.limits
         assert fp is not None
-        self._precheck_end_record(fp)
+        check_end_record(fp, self._lock, limits)
         try:
             with self._lock:
                 self._zf = zipfile.ZipFile(fp, "r")
@@ -346,8 +113,8 @@ class CartonArchive:
         offsets: set[int] = set()
         symlinks: list[Member] = []
         for info in infos:
-            name = _decode_name(info)
-            self._check_entry(info, name)
+            name = decode_name(info)
+            check_entry(info, name, limits)
             total += info.file_size
             if info.header_offset in offsets:
                 raise CartonFormatError(f"entry {name!r} overlaps another entry (zip bomb?)")
@@ -358,7 +125,7 @@ class CartonArchive:
                     raise CartonFormatError(f"duplicate entry {name!r}")
                 self.dirs.add(dpath)
                 continue
-            norm = name[1:] if name in ("/" + MANIFEST_NAME, "/" + LINKS_NAME) else name
+            norm = name[1:] if name in ROOT_TOLERATED else name
             if norm in self.members or norm in self.dirs:
                 raise CartonFormatError(f"duplicate entry {norm!r} in the archive")
             is_link = info.create_system == 3 and stat.S_ISLNK(info.external_attr >> 16)
@@ -400,74 +167,14 @@ class CartonArchive:
         if extra:
             raise CartonFormatError(f"archive members not listed in MANIFEST: {_list_some(extra)}")
         self._resolve_symlinks(symlinks)
-        toml = self.members.get("carton.toml")
+        toml = self.members.get(CARTON_TOML)
         if toml is not None:
             size = self.members[toml.symlink_target].size if toml.symlink_target else toml.size
             if size > limits.max_carton_toml_bytes:
                 raise CartonLimitExceeded(
-                    f"carton.toml is {size} bytes, more than the limit of "
+                    f"{CARTON_TOML} is {size} bytes, more than the limit of "
                     f"{limits.max_carton_toml_bytes}"
                 )
-
-    def _precheck_end_record(self, fp: BinaryIO) -> None:
-        """Reject absurd entry counts / directory sizes before zipfile loads the directory."""
-        try:
-            with self._lock:
-                endrec = zipfile._EndRecData(fp)  # type: ignore[attr-defined]
-        except (OSError, ValueError, struct.error, EOFError):
-            endrec = None
-        if not endrec:
-            raise CartonFormatError("not a zip archive (no end of central directory record)")
-        entries, cd_size = endrec[4], endrec[5]
-        limits = self.limits
-        if entries > limits.max_members:
-            raise CartonLimitExceeded(
-                f"archive has {entries} entries, more than the limit of {limits.max_members}"
-            )
-        max_cd = max(MiB, limits.max_members * limits.max_central_directory_bytes_per_member)
-        if cd_size > max_cd:
-            raise CartonLimitExceeded(
-                f"central directory is {cd_size} bytes, more than the limit of {max_cd}"
-            )
-
-    def _check_entry(self, info: zipfile.ZipInfo, name: str) -> None:
-        limits = self.limits
-        if "\x00" in name:
-            raise CartonFormatError(f"entry name {name!r} contains NUL")
-        if info.flag_bits & 0x41:
-            raise CartonFormatError(f"entry {name!r} is encrypted")
-        if info.flag_bits & 0x20:
-            raise CartonFormatError(f"entry {name!r} uses compressed patched data")
-        if info.compress_type not in SUPPORTED_METHODS:
-            raise CartonFormatError(
-                f"entry {name!r} uses unsupported compression method {info.compress_type} "
-                "(only Stored, Deflate and zstd are allowed)"
-            )
-        if "\\" in name:
-            raise CartonFormatError(f"entry name {name!r} contains a backslash")
-        if name.startswith("/") and name not in ("/" + MANIFEST_NAME, "/" + LINKS_NAME):
-            raise CartonFormatError(f"entry name {name!r} is an absolute path")
-        if ".." in name.split("/"):
-            raise CartonFormatError(f"entry name {name!r} has a '..' segment")
-        if not name.startswith("/"):
-            problem = path_problem(name[:-1] if name.endswith("/") else name)
-            if problem is not None:
-                raise CartonFormatError(f"bad entry name: {problem}")
-        if name.endswith("/") and info.file_size:
-            raise CartonFormatError(f"directory entry {name!r} holds data")
-        if info.compress_type == STORED and info.compress_size != info.file_size:
-            raise CartonFormatError(
-                f"stored entry {name!r} declares {info.file_size} bytes but holds "
-                f"{info.compress_size}"
-            )
-        if info.file_size > limits.compression_ratio_min_bytes and (
-            info.compress_size == 0
-            or info.file_size / info.compress_size > limits.max_compression_ratio
-        ):
-            raise CartonLimitExceeded(
-                f"entry {name!r} has a compression ratio above {limits.max_compression_ratio:g} "
-                f"({info.file_size} bytes from {info.compress_size})"
-            )
 
     def _resolve_symlinks(self, links: list[Member]) -> None:
         """Point every symlink at a regular member inside the carton, or fail."""
@@ -520,17 +227,17 @@ class CartonArchive:
 
         def read_header() -> bytes:
             fp.seek(m.header_offset)
-            return fp.read(_LOCAL_HEADER.size)
+            return fp.read(LOCAL_HEADER.size)
 
         if lock is not None:
             with lock:
                 hdr = read_header()
         else:
             hdr = read_header()
-        if len(hdr) != _LOCAL_HEADER.size or hdr[:4] != _LOCAL_MAGIC:
+        if len(hdr) != LOCAL_HEADER.size or hdr[:4] != LOCAL_MAGIC:
             raise CartonFormatError(f"{m.path}: bad local file header")
-        fields = _LOCAL_HEADER.unpack(hdr)
-        return m.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
+        fields = LOCAL_HEADER.unpack(hdr)
+        return m.header_offset + LOCAL_HEADER.size + fields[9] + fields[10]
 
     def _read_raw_member(self, m: Member, max_bytes: int) -> bytes:
         """Bytes of ``m`` itself (a symlink's own content is its target text)."""
@@ -593,9 +300,9 @@ class CartonArchive:
     def config(self) -> CartonConfig | None:
         """Parsed carton.toml, or None when the zip does not hold it."""
         if not self._config_loaded:
-            if "carton.toml" in self.members:
+            if CARTON_TOML in self.members:
                 self._config = parse_carton_toml(
-                    self.read_bytes("carton.toml", self.limits.max_carton_toml_bytes)
+                    self.read_bytes(CARTON_TOML, self.limits.max_carton_toml_bytes)
                 )
             self._config_loaded = True
         return self._config
@@ -617,14 +324,6 @@ class CartonArchive:
 
 
 def sha256_member(archive: CartonArchive, path: str) -> tuple[str, int]:
-    """(hex sha256, size) of a member, streamed in 1 MiB chunks and verified."""
-    h = hashlib.sha256()
-    size = 0
-    with archive.open_member(path) as r:
-        while True:
-            chunk = r.read(CHUNK)
-            if not chunk:
-                break
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
+    """(hex sha256, size) of a member, streamed and verified."""
+    with archive.open_member(path) as reader:
+        return hash_stream(reader)

@@ -19,9 +19,9 @@ from typing import BinaryIO
 from backports.zstd import CompressionParameter, ZstdCompressor
 
 from .errors import CartonFormatError
+from .streams import CHUNK, read_full
+from .zipformat import DEFLATED, LOCAL_HEADER, LOCAL_MAGIC, STORED, ZSTD
 
-MiB = 1 << 20
-STORED, DEFLATED, ZSTD = 0, 8, 93
 DEFLATE_LEVEL = 6
 ZSTD_LEVEL = 3
 
@@ -33,25 +33,10 @@ _FLAG_UTF8 = 0x0800
 _FLAG_DESCRIPTOR = 0x0008
 _VERSION_MADE_BY = (3 << 8) | 63  # Unix, spec 6.3
 _EXTERNAL_ATTR = 0o100644 << 16
-_LOCAL = struct.Struct("<4s5H3L2H")
 _CENTRAL = struct.Struct("<4s6H3L5H2L")
 _EOCD = struct.Struct("<4s4H2LH")
 _EOCD64 = struct.Struct("<4sQ2H2L4Q")
 _LOCATOR64 = struct.Struct("<4sLQL")
-
-
-def crc32_stream(chunks: Iterable[bytes], crc: int = 0) -> tuple[int, int]:
-    """(crc32, byte count) of a stream of chunks."""
-    n = 0
-    for c in chunks:
-        crc = zlib.crc32(c, crc)
-        n += len(c)
-    return crc, n
-
-
-def crc32_file(f: BinaryIO, chunk_size: int = MiB) -> tuple[int, int]:
-    """(crc32, byte count) of a file object read to its end."""
-    return crc32_stream(iter(lambda: f.read(chunk_size), b""))
 
 
 def _encode_name(name: str) -> bytes:
@@ -79,8 +64,8 @@ def _local_header(
         csize_f = size_f = _U32_MAX
     else:
         csize_f, size_f = csize, size
-    header = _LOCAL.pack(
-        b"PK\x03\x04",
+    header = LOCAL_HEADER.pack(
+        LOCAL_MAGIC,
         _version_needed(method, zip64),
         flags,
         method,
@@ -223,7 +208,7 @@ class StoredZipLayout:
         return self.entries[part].size if isinstance(part, int) else len(part)
 
     def iter_bytes(
-        self, start: int = 0, end: int | None = None, chunk_size: int = MiB
+        self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK
     ) -> Iterator[bytes]:
         """Bytes ``[start, end)`` of the zip, reading only the member data in range."""
         end = self.size if end is None else min(end, self.size)
@@ -261,7 +246,7 @@ class StoredZipLayout:
         if got != length:
             raise ValueError(f"read_range of {e.name!r} yielded {got} bytes, expected {length}")
 
-    def write_to(self, out: BinaryIO, chunk_size: int = MiB) -> int:
+    def write_to(self, out: BinaryIO, chunk_size: int = CHUNK) -> int:
         """Write the whole zip to ``out``; returns the byte count."""
         n = 0
         for chunk in self.iter_bytes(chunk_size=chunk_size):
@@ -281,24 +266,10 @@ class _Counter:
             self.pos += len(data)
 
 
-def _read_full(f: BinaryIO, n: int) -> bytes:
-    """Exactly ``n`` bytes unless at EOF: equal chunking keeps compressed output identical."""
-    data = f.read(n)
-    if not data or len(data) == n:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < n:
-        more = f.read(n - got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
-
-
 def write_zip(
-    out: BinaryIO, members: Iterable[tuple[str, Callable[[], BinaryIO], int]], chunk_size: int = MiB
+    out: BinaryIO,
+    members: Iterable[tuple[str, Callable[[], BinaryIO], int]],
+    chunk_size: int = CHUNK,
 ) -> int:
     """Stream a zip to ``out`` (need not be seekable); returns bytes written.
 
@@ -320,8 +291,8 @@ def write_zip(
         flags = _FLAG_UTF8 | _FLAG_DESCRIPTOR
         offset = w.pos
         w.write(
-            _LOCAL.pack(
-                b"PK\x03\x04",
+            LOCAL_HEADER.pack(
+                LOCAL_MAGIC,
                 _version_needed(method, False),
                 flags,
                 method,
@@ -344,7 +315,7 @@ def write_zip(
             comp, flush = zs.compress, zs.flush
         with opener() as f:
             while True:
-                chunk = _read_full(f, chunk_size)
+                chunk = read_full(f, chunk_size)
                 if not chunk:
                     break
                 crc = zlib.crc32(chunk, crc)

@@ -49,6 +49,7 @@ def _timestamp(value: datetime | None) -> str:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
+    from registry.blobstore.errors import BlobStoreError
     from registry.services.gc import GcBusy, collect_garbage
 
     with closing(_open_registry()) as ctx:
@@ -57,7 +58,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
             report = collect_garbage(ctx, grace, dry_run=args.dry_run)
         except GcBusy as exc:
             return fail(exc.message, 75)
-        except RegistryError as exc:
+        except (RegistryError, BlobStoreError) as exc:
             return fail(exc.message)
     if args.json:
         print_json(report.as_json())
@@ -77,6 +78,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
+    from registry.blobstore.errors import BlobStoreError
     from registry.services.fsck import check_integrity
 
     with closing(_open_registry()) as ctx:
@@ -84,7 +86,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
             report = check_integrity(
                 ctx, verify_hashes=args.verify_hashes or args.sample is not None, sample=args.sample
             )
-        except RegistryError as exc:
+        except (RegistryError, BlobStoreError) as exc:
             return fail(exc.message, 2)
     if args.json:
         print_json(report.as_json())

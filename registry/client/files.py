@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from registry.carton.zipread import ArchiveLimits
+from registry.carton.limits import ArchiveLimits
 
 # A client-side reader accepts what the server could: limits as wide as its maxima.
 CLIENT_LIMITS = ArchiveLimits(max_members=1_000_000, max_unpacked_bytes=1 << 62)

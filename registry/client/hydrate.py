@@ -19,7 +19,8 @@ import httpx
 
 from registry.carton.errors import CartonFormatError
 from registry.carton.manifest import MANIFEST_NAME
-from registry.carton.zipread import CHUNK, CartonArchive
+from registry.carton.streams import CHUNK
+from registry.carton.zipread import CartonArchive
 from registry.carton.zipwrite import STORED, ZSTD, write_zip
 from registry.client.files import CLIENT_LIMITS, atomic_output
 from registry.client.transport import ClientError, Progress, error_message

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from registry.carton.errors import CartonFormatError
-from registry.carton.zipread import CHUNK, CartonArchive
+from registry.carton.streams import CHUNK
+from registry.carton.zipread import CartonArchive
 from registry.client.files import CLIENT_LIMITS, atomic_output
 from registry.client.transport import ClientError, Progress, RegistryClient
 

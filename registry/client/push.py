@@ -15,13 +15,12 @@ from typing import Any, BinaryIO
 
 from registry.carton.errors import CartonFormatError
 from registry.carton.manifest import LINKS_NAME, MANIFEST_NAME
-from registry.carton.zipread import CHUNK, CartonArchive
+from registry.carton.paths import CARTON_TOML, TENSOR_INDEX
+from registry.carton.streams import CHUNK
+from registry.carton.zipread import CartonArchive
 from registry.carton.zipwrite import STORED, write_zip
 from registry.client.files import CLIENT_LIMITS
 from registry.client.transport import ClientError, Progress, RegistryClient
-
-CARTON_TOML = "carton.toml"
-TENSOR_INDEX = "tensor_data/index.toml"
 
 
 @dataclass

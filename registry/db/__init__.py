@@ -1,1 +1,7 @@
-"""The index: SQLAlchemy tables, engines and migrations."""
+"""The index: SQLAlchemy tables (``tables``), engines and sessions (``engine``), the
+dialect-aware statements the services share (``queries``) and migrations (``migrate``,
+which runs the Alembic scripts of ``migrations/``).
+
+Imports SQLAlchemy and Alembic only: never the services, the blob store or anything
+above them.
+"""

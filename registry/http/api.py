@@ -10,13 +10,13 @@ import anyio
 import anyio.from_thread
 from litestar import Controller, Request, Response, delete, get, post, put
 
+from registry.carton.streams import IteratorReader
 from registry.errors import InvalidRequest, UploadTooLarge
 from registry.http.deps import read_body, spooled_request
 from registry.services import blobs as blob_service
-from registry.services import catalog
+from registry.services import cartons, deletes, listing, models, stats, tags
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_file
-from registry.services.streams import IteratorReader
 
 
 async def _json_body(request: Request) -> Any:
@@ -79,7 +79,7 @@ class ApiController(Controller):
 
     @get("/cartons/{sha256:str}", summary="Carton metadata")
     async def get_carton(self, ctx: RegistryContext, sha256: str) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(catalog.get_carton, ctx, sha256)
+        return await anyio.to_thread.run_sync(cartons.get_carton, ctx, sha256)
 
     @get("/models", summary="Models, searchable and paginated")
     async def list_models(
@@ -87,23 +87,23 @@ class ApiController(Controller):
         ctx: RegistryContext,
         q: str | None = None,
         sort: str = "name",
-        limit: int = catalog.DEFAULT_PAGE,
+        limit: int = listing.DEFAULT_PAGE,
         cursor: str | None = None,
     ) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             with ctx.sessions() as session:
-                page = catalog.list_models(session, q=q, sort=sort, limit=limit, cursor=cursor)
+                page = listing.list_models(session, q=q, sort=sort, limit=limit, cursor=cursor)
             return {"models": page.items, "next_cursor": page.next_cursor}
 
         return await anyio.to_thread.run_sync(run)
 
     @get("/models/{name:str}", summary="Versions and tags of one model")
     async def get_model(self, ctx: RegistryContext, name: str) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(catalog.get_model, ctx, name)
+        return await anyio.to_thread.run_sync(models.get_model, ctx, name)
 
     @delete("/models/{name:str}", status_code=200, summary="Delete a model and its versions")
     async def delete_model(self, ctx: RegistryContext, name: str) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(catalog.delete_model, ctx, name)
+        return await anyio.to_thread.run_sync(deletes.delete_model, ctx, name)
 
     @put("/models/{name:str}/tags/{tag:str}", status_code=200, summary="Move or create a tag")
     async def put_tag(
@@ -120,7 +120,7 @@ class ApiController(Controller):
             raise InvalidRequest('"manifest_sha256" must be a string')
         return await anyio.to_thread.run_sync(
             partial(
-                catalog.put_tag,
+                tags.put_tag,
                 ctx,
                 name,
                 tag,
@@ -135,7 +135,7 @@ class ApiController(Controller):
         self, request: Request, ctx: RegistryContext, name: str, tag: str
     ) -> dict[str, Any]:
         await anyio.to_thread.run_sync(
-            partial(catalog.delete_tag, ctx, name, tag, if_match=request.headers.get("if-match"))
+            partial(tags.delete_tag, ctx, name, tag, if_match=request.headers.get("if-match"))
         )
         return {"model_name": name, "tag": tag, "deleted": True}
 
@@ -143,8 +143,8 @@ class ApiController(Controller):
         "/models/{name:str}/versions/{version:int}", status_code=200, summary="Remove a version"
     )
     async def delete_version(self, ctx: RegistryContext, name: str, version: int) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(catalog.delete_version, ctx, name, version)
+        return await anyio.to_thread.run_sync(deletes.delete_version, ctx, name, version)
 
     @get("/stats", summary="Counts and storage accounting")
     async def stats(self, ctx: RegistryContext) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(catalog.get_stats, ctx)
+        return await anyio.to_thread.run_sync(stats.get_stats, ctx)

@@ -52,7 +52,7 @@ from litestar.response import Stream
 
 from registry.errors import NotFound
 from registry.http.errors import error_response
-from registry.services import catalog
+from registry.services import references
 from registry.services.context import RegistryContext
 from registry.services.export import ExportedCarton, blob_size, build_carton, validate_form
 
@@ -386,12 +386,12 @@ def _strip_suffix(value: str, what: str) -> str:
 
 def _resolve_version(ctx: RegistryContext, name: str, version: int) -> str:
     with ctx.sessions() as session:
-        return catalog.resolve_version(session, name, version).manifest_sha256
+        return references.resolve_version(session, name, version).manifest_sha256
 
 
 def _resolve_tag(ctx: RegistryContext, name: str, tag: str) -> str:
     with ctx.sessions() as session:
-        return catalog.resolve_tag(session, name, tag).manifest_sha256
+        return references.resolve_tag(session, name, tag).manifest_sha256
 
 
 @route(

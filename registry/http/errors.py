@@ -8,7 +8,12 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException
 
 from registry import errors
-from registry.blobstore.base import BlobNotFound
+from registry.blobstore.errors import (
+    BlobDigestMismatch,
+    BlobNotFound,
+    BlobStoreError,
+    BlobStoreUnavailable,
+)
 from registry.carton.errors import CartonFormatError, CartonLimitExceeded
 from registry.triton.errors import TritonFormatError
 
@@ -29,6 +34,8 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     errors.NotSupported: 501,
     errors.Unavailable: 503,
     BlobNotFound: 404,
+    BlobDigestMismatch: 400,
+    BlobStoreUnavailable: 503,
     CartonLimitExceeded: 413,
     CartonFormatError: 400,
     TritonFormatError: 400,
@@ -117,6 +124,7 @@ EXCEPTION_HANDLERS = {
     errors.RegistryError: handle_registry_error,
     CartonFormatError: handle_registry_error,
     TritonFormatError: handle_registry_error,
+    BlobStoreError: handle_registry_error,
     HTTPException: handle_http_exception,
     Exception: handle_unexpected,
 }

@@ -8,7 +8,7 @@ import anyio
 from litestar import Response, get
 from sqlalchemy import text
 
-from registry.errors import StorageUnavailable
+from registry.blobstore.errors import BlobStoreUnavailable
 from registry.services.context import RegistryContext
 
 
@@ -23,7 +23,7 @@ def _check(ctx: RegistryContext) -> dict[str, Any]:
     try:
         ctx.blobs.check_available()
         checks["blob_store"] = "ok"
-    except StorageUnavailable as exc:
+    except BlobStoreUnavailable as exc:
         checks["blob_store"] = f"error: {exc}"
     return checks
 

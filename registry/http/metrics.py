@@ -7,7 +7,7 @@ so importing this module twice in tests never registers a name twice). Add
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litestar import Response, get
 from prometheus_client import (
@@ -26,6 +26,9 @@ from prometheus_client import (
 from prometheus_client import (
     ProcessCollector as _ProcessCollector,
 )
+
+if TYPE_CHECKING:
+    from registry.services.context import RegistryContext
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 _ProcessCollector(registry=REGISTRY)
@@ -132,18 +135,16 @@ def observe_fsck(report: Any) -> None:
             FSCK_PROBLEMS.labels(kind).inc(count)
 
 
-def _register_observers() -> None:
-    from registry.services import fsck, gc, ingest
-
-    if observe_push not in ingest.OBSERVERS:
-        ingest.OBSERVERS.append(observe_push)
-    if observe_gc not in gc.OBSERVERS:
-        gc.OBSERVERS.append(observe_gc)
-    if observe_fsck not in fsck.OBSERVERS:
-        fsck.OBSERVERS.append(observe_fsck)
-
-
-_register_observers()
+def register_observers(ctx: RegistryContext) -> None:
+    """Count this registry's pushes, GC runs and fsck reports (once per context)."""
+    observers = ctx.observers
+    for callbacks, observe in (
+        (observers.push, observe_push),
+        (observers.gc, observe_gc),
+        (observers.fsck, observe_fsck),
+    ):
+        if observe not in callbacks:
+            callbacks.append(observe)  # type: ignore[arg-type]
 
 
 def exposition() -> bytes:

@@ -20,7 +20,7 @@ from litestar import MediaType, Request, Response, get, post
 from registry.errors import InvalidRequest, StorageUnavailable
 from registry.http.deps import read_body
 from registry.services.context import RegistryContext
-from registry.services.ingest import validate_model_name
+from registry.services.names import validate_model_name
 from registry.services.triton import metadata, repository, self_tests
 from registry.services.triton.versions import parse_version
 from registry.triton.documents import (

@@ -26,6 +26,7 @@ from registry import __version__
 from registry.errors import NotFound
 from registry.services import webviews
 from registry.services.context import RegistryContext
+from registry.services.names import parse_version
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
@@ -238,7 +239,7 @@ def index_page(
 
 @get("/models/{name:str}", sync_to_thread=True, include_in_schema=False)
 def model_page(ctx: RegistryContext, name: str, version: str | None = None) -> Response[str]:
-    view = webviews.model_view(ctx, name, webviews.parse_version(version))
+    view = webviews.model_view(ctx, name, parse_version(version))
     return _carton_page(ctx, view)
 
 

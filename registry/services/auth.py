@@ -18,8 +18,9 @@ from typing import Any
 from sqlalchemy import or_, select, update
 
 from registry.db.tables import ApiToken, utcnow
-from registry.errors import Conflict, InvalidRequest, NotFound
+from registry.errors import InvalidName, InvalidScope, TokenNameTaken, TokenNotFound
 from registry.services.context import RegistryContext
+from registry.services.rendering import iso
 
 SCOPES = ("pull", "push", "delete", "admin")
 TOKEN_PREFIX = "crt_"
@@ -34,7 +35,7 @@ def expand_scopes(granted: str | list[str] | tuple[str, ...] | set[str]) -> froz
         if not name:
             continue
         if name not in SCOPES:
-            raise InvalidRequest(f"unknown scope {name!r} (use one of {', '.join(SCOPES)})")
+            raise InvalidScope(f"unknown scope {name!r} (use one of {', '.join(SCOPES)})")
         result.update(SCOPES[: SCOPES.index(name) + 1])
     return frozenset(result)
 
@@ -79,9 +80,6 @@ class TokenInfo:
         return highest_scope(set(self.scopes))
 
     def as_json(self) -> dict[str, Any]:
-        def iso(value: datetime | None) -> str | None:
-            return value.isoformat() if value is not None else None
-
         return {
             "id": self.id,
             "name": self.name,
@@ -98,11 +96,11 @@ def create_token(ctx: RegistryContext, name: str | None, scope: str) -> tuple[st
     """A new token; the plaintext is returned here once and never stored."""
     granted = expand_scopes(scope)
     if not granted:
-        raise InvalidRequest("a token needs a scope")
+        raise InvalidScope("a token needs a scope")
     top = highest_scope(granted)
     assert top is not None
     if name is not None and (not name.strip() or len(name) > 255 or name.strip().isdigit()):
-        raise InvalidRequest("token name: 1-255 characters, not only digits (ids are numbers)")
+        raise InvalidName("token name: 1-255 characters, not only digits (ids are numbers)")
     token = new_token()
     with ctx.transaction() as session:
         if name:
@@ -110,7 +108,7 @@ def create_token(ctx: RegistryContext, name: str | None, scope: str) -> tuple[st
                 select(ApiToken.id).where(ApiToken.name == name, ApiToken.revoked_at.is_(None))
             )
             if clash is not None:
-                raise Conflict(f"an active token named {name!r} exists (id {clash})")
+                raise TokenNameTaken(f"an active token named {name!r} exists (id {clash})")
         row = ApiToken(name=name or "", token_hash=hash_token(token), scopes=top)
         session.add(row)
         session.flush()
@@ -139,7 +137,7 @@ def revoke_token(ctx: RegistryContext, id_or_name: str | int) -> list[TokenInfo]
             query = query.where(ApiToken.name == key)
         rows = list(session.scalars(query))
         if not rows:
-            raise NotFound(f"no active token with id or name {key!r}")
+            raise TokenNotFound(f"no active token with id or name {key!r}")
         now = utcnow()
         for row in rows:
             row.revoked_at = now
@@ -175,5 +173,5 @@ def authenticate(ctx: RegistryContext, bearer: str | None) -> frozenset[str] | N
             pass
     try:
         return expand_scopes(row.scopes)
-    except InvalidRequest:
+    except InvalidScope:
         return None

@@ -8,13 +8,13 @@ from typing import Any, BinaryIO
 
 from sqlalchemy import select
 
-from registry.carton.manifest import is_sha256
+from registry.carton.streams import ChecksumReader
 from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import Blob
-from registry.errors import InvalidRequest, UploadTooLarge
+from registry.errors import InvalidBody, UploadTooLarge
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease, lock_blobs_shared
-from registry.services.streams import ChecksumReader
+from registry.services.names import require_sha256
 
 MAX_MISSING_QUERY = 100_000
 _STAT_THREADS = 8
@@ -36,10 +36,9 @@ def missing_blobs(ctx: RegistryContext, hashes: Iterable[object]) -> list[str]:
     """Blobs a client must upload: no row, or a row whose object was lost."""
     given = list(hashes)
     if len(given) > MAX_MISSING_QUERY:
-        raise InvalidRequest(f"at most {MAX_MISSING_QUERY} hashes per request")
-    bad = [h for h in given if not isinstance(h, str) or not is_sha256(h)]
-    if bad:
-        raise InvalidRequest(f"invalid sha256 {bad[0]!r}: expected 64 lowercase hex characters")
+        raise InvalidBody(f"at most {MAX_MISSING_QUERY} hashes per request")
+    for h in given:
+        require_sha256(h, "sha256")
     wanted: list[str] = list(dict.fromkeys(given))  # type: ignore[arg-type]
     present: set[str] = set()
     with ctx.sessions() as session:
@@ -66,8 +65,7 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: BinaryIO) -> dict[str, A
 
     Unreferenced, it is collected by GC after the grace period.
     """
-    if not is_sha256(sha256):
-        raise InvalidRequest(f"invalid sha256 {sha256!r}: expected 64 lowercase hex characters")
+    require_sha256(sha256, "sha256")
     reader = ChecksumReader(_Limited(stream, ctx.settings.max_upload_bytes))  # type: ignore[arg-type]
     # Leased like a push: a GC between the write and the row must not take the bytes.
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:

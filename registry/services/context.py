@@ -1,17 +1,19 @@
-"""The wiring every service call needs: settings, database and blob store."""
+"""The wiring every service call needs: settings, database, blob store, observers, caches."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from registry.blobstore import BlobStore, open_blobstore
-from registry.carton.zipread import ArchiveLimits
+from registry.carton.limits import ArchiveLimits
 from registry.db.engine import make_engine, make_sessionmaker, transaction
+from registry.services.caches import Caches
+from registry.services.observers import Observers
 from registry.settings import Settings
 
 
@@ -21,6 +23,8 @@ class RegistryContext:
     engine: Engine
     sessions: sessionmaker[Session]
     blobs: BlobStore
+    observers: Observers = field(default_factory=Observers)
+    caches: Caches = field(default_factory=Caches)
 
     @classmethod
     def open(cls, settings: Settings, *, migrate: bool = False) -> RegistryContext:

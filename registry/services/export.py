@@ -15,76 +15,47 @@ The bytes depend on the manifest, the form and (slim only) ``public_url`` and
 ``slim_inline_max_bytes``; the ETag encodes all of them.
 
 Small blobs (the ones a slim carton inlines) are immutable and named by their
-content, so their bytes are kept in a bounded in-process LRU: a carton loader
-reading a slim carton by many ``Range`` requests does not hit the blob store
-for each one. Carton rows are never cached (a deleted version 404s at once).
+content, so their bytes are kept in ``ctx.caches.small_blobs``, a bounded LRU: a
+carton loader reading a slim carton by many ``Range`` requests does not hit the
+blob store for each one. Layouts are kept in ``ctx.caches.layouts``; carton rows
+are never cached (a deleted version 404s at once).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import threading
 import zlib
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from registry.blobstore import BlobNotFound
 from registry.blobstore.base import BlobStore
 from registry.carton.links import write_links
-from registry.carton.manifest import LINKS_NAME, MANIFEST_NAME, is_sha256, parse_manifest
+from registry.carton.manifest import parse_manifest
+from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
+from registry.carton.streams import KiB
 from registry.carton.zipwrite import StoredZipLayout, ZipEntry
 from registry.db.tables import Blob, Carton, CartonFile
-from registry.errors import CartonNotRebuildable, InvalidRequest, NotFound, StorageUnavailable
+from registry.errors import (
+    CartonNotFound,
+    CartonNotRebuildable,
+    InvalidParameter,
+    StorageUnavailable,
+)
+from registry.services.caches import LruCache
 from registry.services.context import RegistryContext
+from registry.services.names import require_sha256
 
-CARTON_TOML = "carton.toml"
-TENSOR_INDEX = "tensor_data/index.toml"
 FORMS = ("slim", "full")
 LAYOUT_VERSION = "1"  # bump when the rebuilt bytes change for the same inputs
 
-# In-process cache of small blobs' bytes (content-addressed, hence always valid).
-SMALL_BLOB_MAX = 64 * 1024
-SMALL_CACHE_MAX_BYTES = 32 * 1024 * 1024
+# Blobs up to this size have their bytes kept in ``ctx.caches.small_blobs``.
+SMALL_BLOB_MAX = 64 * KiB
 # Cartons up to this size are kept whole with their cached layout (256 layouts: 64 MiB).
-SMALL_CARTON_MAX_BYTES = 256 * 1024
-
-
-class _SmallBlobCache:
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[str, bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, sha256: str) -> bytes | None:
-        with self._lock:
-            data = self._items.get(sha256)
-            if data is not None:
-                self._items.move_to_end(sha256)
-            return data
-
-    def put(self, sha256: str, data: bytes) -> None:
-        if len(data) > self.max_bytes:
-            return
-        with self._lock:
-            if sha256 in self._items:
-                return
-            self._items[sha256] = data
-            self._bytes += len(data)
-            while self._bytes > self.max_bytes:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= len(old)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0
-
-
-small_blob_cache = _SmallBlobCache(SMALL_CACHE_MAX_BYTES)
+SMALL_CARTON_MAX_BYTES = 256 * KiB
 
 
 @dataclass(frozen=True)
@@ -120,7 +91,7 @@ class ExportedCarton:
 
 def validate_form(form: str) -> str:
     if form not in FORMS:
-        raise InvalidRequest(f"invalid form {form!r}: 'slim' or 'full'")
+        raise InvalidParameter(f"invalid form {form!r}: 'slim' or 'full'")
     return form
 
 
@@ -149,18 +120,20 @@ def _bytes_reader(data: bytes) -> Callable[[int, int], Iterator[bytes]]:
     return read_range
 
 
-def _blob_reader(blobs: BlobStore, sha256: str, size: int) -> Callable[[int, int], Iterator[bytes]]:
+def _blob_reader(
+    blobs: BlobStore, small_blobs: LruCache[str, bytes], sha256: str, size: int
+) -> Callable[[int, int], Iterator[bytes]]:
     if size <= SMALL_BLOB_MAX:
 
         def read_small(offset: int, length: int) -> Iterator[bytes]:
-            data = small_blob_cache.get(sha256)
+            data = small_blobs.get(sha256)
             if data is None:
                 data = blobs.read_bytes(sha256)
                 if len(data) != size:
                     raise StorageUnavailable(
                         f"blob {sha256} holds {len(data)} bytes, the index says {size}"
                     )
-                small_blob_cache.put(sha256, data)
+                small_blobs.put(sha256, data)
             yield data[offset : offset + length]
 
         return read_small
@@ -174,27 +147,19 @@ def _blob_reader(blobs: BlobStore, sha256: str, size: int) -> Callable[[int, int
 def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim") -> ExportedCarton:
     """Lay out the rebuilt carton (one DB session, closed on return; no blob bytes read)."""
     validate_form(form)
-    if not isinstance(manifest_sha256, str) or not is_sha256(manifest_sha256):
-        raise InvalidRequest(
-            f"invalid manifest hash {manifest_sha256!r}: expected 64 lowercase hex characters"
-        )
-    key = (
-        id(ctx.blobs),
-        manifest_sha256,
-        form,
-        ctx.settings.public_url,
-        ctx.settings.slim_inline_max_bytes,
-    )
+    require_sha256(manifest_sha256)
+    key = (manifest_sha256, form)  # the context's settings and store are fixed
+    layouts = ctx.caches.layouts
     with ctx.sessions() as session:
-        cached = _layout_cache.get(key)
+        cached = layouts.get(key)
         if cached is not None:
             # Still indexed? (A deleted version's URLs 404 at once, in every process.)
             exists = session.scalar(
                 select(Carton.manifest_sha256).where(Carton.manifest_sha256 == manifest_sha256)
             )
             if exists is None:
-                _layout_cache.drop(key)
-                raise NotFound(f"no carton with manifest hash {manifest_sha256}")
+                layouts.drop(key)
+                raise CartonNotFound(f"no carton with manifest hash {manifest_sha256}")
             return cached
         row = session.execute(
             select(Carton.manifest, Carton.model_name).where(
@@ -202,7 +167,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
             )
         ).first()
         if row is None:
-            raise NotFound(f"no carton with manifest hash {manifest_sha256}")
+            raise CartonNotFound(f"no carton with manifest hash {manifest_sha256}")
         raw_manifest, model_name = bytes(row.manifest), row.model_name
         facts = {
             r.sha256: (int(r.size), int(r.crc32))
@@ -232,7 +197,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         )
 
     threshold = ctx.settings.slim_inline_max_bytes
-    blobs = ctx.blobs
+    blobs, small_blobs = ctx.blobs, ctx.caches.small_blobs
     files: list[ZipEntry] = []
     toml_entry: ZipEntry | None = None
     linked: dict[str, int] = {}
@@ -242,7 +207,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         if not inline:
             linked[e.sha256] = size
             continue
-        entry = ZipEntry(e.path, size, crc, _blob_reader(blobs, e.sha256, size))
+        entry = ZipEntry(e.path, size, crc, _blob_reader(blobs, small_blobs, e.sha256, size))
         if e.path == CARTON_TOML:
             toml_entry = entry
         else:
@@ -270,41 +235,8 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         filename=carton_filename(model_name, manifest_sha256, form),
         linked=linked,
     )
-    _layout_cache.put(key, exported)
+    layouts.put(key, exported)
     return exported
-
-
-class _LayoutCache:
-    """Rebuilt-carton layouts by (store, manifest, form, settings): immutable, so reusable.
-
-    Bounded by count; a layout holds sizes, CRCs and blob readers, not blob bytes.
-    """
-
-    def __init__(self, max_items: int) -> None:
-        self._items: OrderedDict[tuple, ExportedCarton] = OrderedDict()  # type: ignore[type-arg]
-        self._max = max_items
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple) -> ExportedCarton | None:  # type: ignore[type-arg]
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: tuple, value: ExportedCarton) -> None:  # type: ignore[type-arg]
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._max:
-                self._items.popitem(last=False)
-
-    def drop(self, key: tuple) -> None:  # type: ignore[type-arg]
-        with self._lock:
-            self._items.pop(key, None)
-
-
-_layout_cache = _LayoutCache(256)
 
 
 # --- single blobs (the LINKS target) ----------------------------------------------------
@@ -312,12 +244,11 @@ _layout_cache = _LayoutCache(256)
 
 def blob_size(ctx: RegistryContext, sha256: str) -> int:
     """The size of a stored blob: its index row, else the store itself; 404 when absent."""
-    if not isinstance(sha256, str) or not is_sha256(sha256):
-        raise InvalidRequest(f"invalid sha256 {sha256!r}: expected 64 lowercase hex characters")
+    require_sha256(sha256, "sha256")
     with ctx.sessions() as session:
         size = session.scalar(select(Blob.size).where(Blob.sha256 == sha256))
     if size is None:
         size = ctx.blobs.stat(sha256)
     if size is None:
-        raise NotFound(f"blob {sha256} not found")
+        raise BlobNotFound(sha256)
     return int(size)

@@ -23,7 +23,6 @@ the same time may change the store between the listing and the query).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -33,15 +32,14 @@ from typing import Any
 from sqlalchemy import select, update
 
 from registry.blobstore import BlobNotFound
+from registry.carton.streams import hash_stream
 from registry.db.queries import cartons_using, in_chunks, referenced_blobs
 from registry.db.tables import Blob, CartonFile, Version
 from registry.services.context import RegistryContext
+from registry.services.observers import notify
 
 log = logging.getLogger("registry.fsck")
 REASON_PREFIX = "fsck: "
-
-OBSERVERS: list[Callable[[FsckReport], None]] = []
-"""Called with every report; ``registry.http.metrics`` adds one."""
 
 
 @dataclass
@@ -79,15 +77,11 @@ def _expected_sizes(ctx: RegistryContext) -> tuple[dict[str, int], set[str]]:
 
 
 def _hash_blob(ctx: RegistryContext, sha: str) -> tuple[str | None, int]:
-    digest = hashlib.sha256()
-    size = 0
     try:
-        for chunk in ctx.blobs.iter_chunks(sha):
-            digest.update(chunk)
-            size += len(chunk)
+        with ctx.blobs.open(sha) as stream:
+            return hash_stream(stream)
     except BlobNotFound:
         return None, 0
-    return digest.hexdigest(), size
 
 
 def _recheck(
@@ -205,11 +199,7 @@ def check_integrity(
         _mark_unavailable(ctx, problems, report)
     else:
         report.affected_cartons = _affected(ctx, problems)
-    for observer in list(OBSERVERS):
-        try:
-            observer(report)
-        except Exception:  # metrics never fail a check
-            log.exception("fsck observer failed")
+    notify(ctx.observers.fsck, report)
     if not report.ok:
         log.warning(
             "fsck: %d missing, %d wrong size, %d corrupt blobs; %d cartons affected",

@@ -34,7 +34,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,9 +45,11 @@ from sqlalchemy import delete, exists, select, text
 from registry.db.queries import in_chunks, referenced_blobs
 from registry.db.tables import Blob, CartonFile, LeaseBlob, UploadLease
 from registry.errors import GcBusy
-from registry.services import changes
+from registry.services.caches import changes_index
 from registry.services.context import RegistryContext
 from registry.services.leases import live_leased, lock_blobs_exclusive
+from registry.services.observers import notify
+from registry.services.uploads import uploads_dir
 
 log = logging.getLogger("registry.gc")
 
@@ -58,19 +60,6 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
-
-
-GcObserver = Callable[["GcReport | None", str], None]
-OBSERVERS: list[GcObserver] = []
-"""Called after every run with (report or None, outcome); ``registry.http.metrics`` adds one."""
-
-
-def _notify(report: GcReport | None, outcome: str) -> None:
-    for observer in list(OBSERVERS):
-        try:
-            observer(report, outcome)
-        except Exception:  # metrics never fail a GC
-            log.exception("GC observer failed")
 
 
 @dataclass
@@ -213,9 +202,7 @@ def _sweep(
 
 
 def _clean_spool(ctx: RegistryContext, older_than: float, dry_run: bool) -> int:
-    directory = Path(ctx.settings.data_dir) / "uploads"
-    if not directory.is_dir():
-        return 0
+    directory = uploads_dir(ctx)
     cutoff = time.time() - older_than
     removed = 0
     for entry in os.scandir(directory):
@@ -238,7 +225,7 @@ def _clean_spool(ctx: RegistryContext, older_than: float, dry_run: bool) -> int:
     return removed
 
 
-@changes.bumps
+@changes_index
 def collect_garbage(ctx: RegistryContext, grace_seconds: float, dry_run: bool = False) -> GcReport:
     """Delete unreferenced, unleased blobs older than ``grace_seconds`` (module docstring)."""
     if grace_seconds < 0:
@@ -257,13 +244,13 @@ def collect_garbage(ctx: RegistryContext, grace_seconds: float, dry_run: bool = 
                 report.temp_removed += ctx.blobs.clean_stale_uploads(temp_age)
             report.temp_removed += _clean_spool(ctx, temp_age, dry_run)
     except GcBusy:
-        _notify(None, "busy")
+        notify(ctx.observers.gc, None, "busy")
         raise
     except BaseException:
-        _notify(None, "error")
+        notify(ctx.observers.gc, None, "error")
         raise
     report.duration = time.monotonic() - started
-    _notify(report, "dry_run" if dry_run else "ok")
+    notify(ctx.observers.gc, report, "dry_run" if dry_run else "ok")
     log.info(
         "gc: %d blobs deleted, %d bytes freed, %d temp files removed, %d leased skipped%s",
         report.blobs_deleted,

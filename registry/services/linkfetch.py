@@ -31,6 +31,8 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 
+from registry.carton.streams import CHUNK
+
 MAX_REDIRECTS = 5
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -38,7 +40,11 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
 class LinkRefused(Exception):
-    """This URL may not be fetched (host not allowed, special address, bad scheme)."""
+    """This URL did not give the file (refused, unresolvable, bad answer, too large)."""
+
+
+class LinkNotAllowed(LinkRefused):
+    """The policy forbids this URL: host not allowed, special address, bad scheme."""
 
 
 @dataclass(frozen=True)
@@ -47,35 +53,36 @@ class LinkPolicy:
     timeout: float = 30.0
 
     def check(self, url: str) -> list[Address] | None:
-        """Raise ``LinkRefused`` unless ``url`` may be fetched.
+        """Raise ``LinkNotAllowed`` (or ``LinkRefused`` if unresolvable) unless ``url`` may be
+        fetched.
 
         Returns the checked addresses to pin the connection to, or None for a
         host allowed by name (trusted, connected as usual).
         """
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
-            raise LinkRefused(f"scheme {parts.scheme!r} is not http(s)")
+            raise LinkNotAllowed(f"scheme {parts.scheme!r} is not http(s)")
         try:
             host = parts.hostname
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError as exc:
-            raise LinkRefused(f"invalid URL {url!r}: {exc}") from exc
+            raise LinkNotAllowed(f"invalid URL {url!r}: {exc}") from exc
         if not host:
-            raise LinkRefused("URL has no host")
+            raise LinkNotAllowed("URL has no host")
         netloc_host = parts.netloc.rsplit("@", 1)[-1]
         if host in self.allow or netloc_host in self.allow:
             return None
         if "*" not in self.allow:
-            raise LinkRefused(
+            raise LinkNotAllowed(
                 f"host {netloc_host!r} is not in REGISTRY_LINK_FETCH_ALLOW"
                 f" ({', '.join(self.allow) or 'empty'})"
             )
         addresses = _resolve(host, port)
         if not addresses:
-            raise LinkRefused(f"host {host!r} resolves to no address")
+            raise LinkNotAllowed(f"host {host!r} resolves to no address")
         for address in addresses:
             if not is_public(address):
-                raise LinkRefused(
+                raise LinkNotAllowed(
                     f"host {host!r} resolves to non-public address {address}; "
                     "list it in REGISTRY_LINK_FETCH_ALLOW to allow it"
                 )
@@ -186,7 +193,7 @@ def iter_link(
             if response.status_code != 200:
                 raise LinkRefused(f"GET {url} answered {response.status_code}")
             total = 0
-            for chunk in response.iter_bytes(1024 * 1024):
+            for chunk in response.iter_bytes(CHUNK):
                 total += len(chunk)
                 if total > max_bytes:
                     raise LinkRefused(f"GET {url} is larger than the {max_bytes}-byte limit")

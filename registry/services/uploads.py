@@ -18,6 +18,7 @@ from registry.services.context import RegistryContext
 
 
 def uploads_dir(ctx: RegistryContext) -> Path:
+    """Where request bodies are spooled (created on first use)."""
     directory = Path(ctx.settings.data_dir) / "uploads"
     directory.mkdir(parents=True, exist_ok=True)
     return directory

@@ -1,4 +1,4 @@
-"""What the web pages show, beyond catalog.py: framework-free, synchronous, few queries.
+"""What the web pages show, beyond the API's reads: framework-free, synchronous, few queries.
 
 Every function runs a fixed number of indexed queries whatever the size of
 the index (no N+1): per-file share counts are one GROUP BY over
@@ -18,18 +18,18 @@ from typing import Any
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session, aliased
 
-from registry.carton.tensor_data import INDEX_PATH, parse_tensor_index
+from registry.carton.paths import MISC_DIR, MISC_REF_PREFIX, TENSOR_INDEX, TENSOR_REF_PREFIX
+from registry.carton.tensor_data import parse_tensor_index
 from registry.db.tables import Blob, CartonFile, Model, Version
-from registry.errors import InvalidRequest
-from registry.services import catalog
+from registry.services import cartons, models, references, stats
+from registry.services.caches import BackgroundValue
 from registry.services.context import RegistryContext
+from registry.services.listing import DEFAULT_PAGE, list_models
 
 log = logging.getLogger("registry.web")
 
 TOP = 20
 MAX_FILES_SHOWN = 500
-MISC_PREFIX = "@misc/"
-TENSOR_PREFIX = "@tensor_data/"
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".avif")
 _MAGIC = (
     b"\x89PNG\r\n\x1a\n",
@@ -50,12 +50,12 @@ def listing(
     q: str | None,
     sort: str,
     cursor: str | None,
-    limit: int = catalog.DEFAULT_PAGE,
+    limit: int = DEFAULT_PAGE,
 ) -> dict[str, Any]:
     """The home page: totals and one page of models."""
     with ctx.sessions() as session:
-        totals = catalog.cached_stats(ctx, session)
-        page = catalog.list_models(session, q=q or None, sort=sort, limit=limit, cursor=cursor)
+        totals = stats.cached_stats(ctx, session)
+        page = list_models(session, q=q or None, sort=sort, limit=limit, cursor=cursor)
     return {"totals": _with_saved(totals), "items": page.items, "next_cursor": page.next_cursor}
 
 
@@ -90,10 +90,10 @@ class CartonView:
 def model_view(ctx: RegistryContext, name: str, version: int | None = None) -> CartonView:
     with ctx.sessions() as session:
         if version is None:
-            row = catalog.resolve_latest(session, name)
+            row = references.resolve_latest(session, name)
         else:
-            row = catalog.resolve_version(session, name, version)
-        model = catalog.model_json(session, catalog.get_model_row(session, name))
+            row = references.resolve_version(session, name, version)
+        model = models.model_json(session, models.get_model_row(session, name))
         view = _carton_view(ctx, session, row.manifest_sha256)
     view.model = model
     view.selected_version = row.version
@@ -107,26 +107,26 @@ def carton_view(ctx: RegistryContext, manifest_sha256: str) -> CartonView:
 
 
 def _carton_view(ctx: RegistryContext, session: Session, manifest_sha256: str) -> CartonView:
-    carton = catalog.carton_json(session, catalog.get_carton_row(session, manifest_sha256))
+    carton = cartons.carton_json(session, cartons.get_carton_row(session, manifest_sha256))
     files = carton["files"]
     shares = file_share_counts(session, manifest_sha256)
     by_path = {f["path"]: f["sha256"] for f in files}
-    misc = {p[len("misc/") :]: sha for p, sha in by_path.items() if p.startswith("misc/")}
-    tensors = _tensor_index(ctx, by_path.get(INDEX_PATH))
+    misc = {p[len(MISC_DIR) :]: sha for p, sha in by_path.items() if p.startswith(MISC_DIR)}
+    tensors = _tensor_index(ctx, by_path.get(TENSOR_INDEX))
     sniffer = _ImageSniffer(ctx)
 
     def describe(refs: dict[str, str] | None) -> list[dict[str, Any]]:
         out = []
         for key, ref in (refs or {}).items():
             item: dict[str, Any] = {"name": key, "ref": ref}
-            if isinstance(ref, str) and ref.startswith(MISC_PREFIX):
-                path = ref[len(MISC_PREFIX) :]
+            if isinstance(ref, str) and ref.startswith(MISC_REF_PREFIX):
+                path = ref[len(MISC_REF_PREFIX) :]
                 sha = misc.get(path)
                 item["kind"] = "misc"
                 item["sha256"] = sha
                 item["is_image"] = bool(sha) and sniffer.is_image(path, sha)
-            elif isinstance(ref, str) and ref.startswith(TENSOR_PREFIX):
-                entry = tensors.get(ref[len(TENSOR_PREFIX) :])
+            elif isinstance(ref, str) and ref.startswith(TENSOR_REF_PREFIX):
+                entry = tensors.get(ref[len(TENSOR_REF_PREFIX) :])
                 item["kind"] = "tensor"
                 if entry is not None:
                     item["dtype"] = entry.dtype
@@ -216,31 +216,12 @@ class _ImageSniffer:
 STATS_WAIT_SECONDS = 2.0
 
 
-@dataclass
-class _StatsCache:
-    """The heavy part of /stats for one RegistryContext, refreshed in the background."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    fingerprint: tuple[Any, ...] | None = None
-    heavy: dict[str, Any] | None = None
-    computed_at: datetime | None = None
-    running: tuple[tuple[Any, ...], threading.Event] | None = None
-
-
-def _stats_cache(ctx: RegistryContext) -> _StatsCache:
-    cache = getattr(ctx, "_web_stats_cache", None)
-    if cache is None:
-        cache = _StatsCache()
-        ctx._web_stats_cache = cache  # type: ignore[attr-defined]
-    return cache
-
-
-def _refresh(ctx: RegistryContext, cache: _StatsCache, fingerprint: tuple[Any, ...]) -> None:
+def _refresh(ctx: RegistryContext, cache: BackgroundValue, fingerprint: tuple[Any, ...]) -> None:
     try:
         with ctx.sessions() as session:
             heavy = {"largest_blobs": largest_blobs(session), **model_storage(session)}
         with cache.lock:
-            cache.fingerprint, cache.heavy = fingerprint, heavy
+            cache.fingerprint, cache.value = fingerprint, heavy
             cache.computed_at = datetime.now(UTC)
     except Exception:
         log.exception("computing the storage statistics failed")
@@ -262,7 +243,7 @@ def storage_stats(ctx: RegistryContext, wait: float = STATS_WAIT_SECONDS) -> dic
     (``pending``): the page stays fast on a big index.
     """
     with ctx.sessions() as session:
-        totals = _with_saved(catalog.stats(session))
+        totals = _with_saved(stats.stats(session))
         n_versions, max_version_id = session.execute(
             select(func.count(), func.coalesce(func.max(Version.id), 0)).select_from(Version)
         ).one()
@@ -275,9 +256,9 @@ def storage_stats(ctx: RegistryContext, wait: float = STATS_WAIT_SECONDS) -> dic
         int(n_versions),
         int(max_version_id),
     )
-    cache = _stats_cache(ctx)
+    cache = ctx.caches.storage
     with cache.lock:
-        fresh = cache.fingerprint == fingerprint and cache.heavy is not None
+        fresh = cache.fingerprint == fingerprint and cache.value is not None
         event = None
         if not fresh:
             if cache.running is None:  # one refresh at a time; a later request starts the next
@@ -289,7 +270,7 @@ def storage_stats(ctx: RegistryContext, wait: float = STATS_WAIT_SECONDS) -> dic
     if event is not None:
         event.wait(wait)
     with cache.lock:
-        heavy, computed_at = cache.heavy, cache.computed_at
+        heavy, computed_at = cache.value, cache.computed_at
         stale = cache.fingerprint != fingerprint
     empty: dict[str, Any] = {"largest_blobs": [], "top_sharing": [], "exclusive": []}
     return {
@@ -386,11 +367,3 @@ def model_storage(session: Session, limit: int = TOP) -> dict[str, list[dict[str
             (i for i in items if i["rank_exclusive"] <= limit), key=lambda i: i["rank_exclusive"]
         ),
     }
-
-
-def parse_version(value: str | None) -> int | None:
-    if value is None or value == "":
-        return None
-    if not value.isdigit():
-        raise InvalidRequest(f"invalid version {value!r}: expected a positive integer")
-    return int(value)

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from registry.settings import GiB, Settings, parse_duration
+from registry.carton.streams import GiB
+from registry.settings import Settings, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -18,13 +18,15 @@ from sqlalchemy.orm import Session
 from registry.carton.config import render_carton_toml
 from registry.carton.errors import CartonFormatError
 from registry.carton.manifest import MANIFEST_NAME, build_manifest, path_problem
-from registry.carton.tensor_data import INDEX_PATH, write_tensor_index
+from registry.carton.paths import TENSOR_INDEX
+from registry.carton.tensor_data import write_tensor_index
 from registry.carton.zipwrite import STORED, write_zip
 from registry.db.tables import Blob, CartonFile, Model, Version
 from registry.errors import InvalidBody, ModelLoadFailed, NotImplementedYet
-from registry.services import catalog
+from registry.services import models, references
 from registry.services.context import RegistryContext
-from registry.services.ingest import ingest_file, validate_model_name
+from registry.services.ingest import ingest_file
+from registry.services.names import validate_model_name
 from registry.services.triton.versions import READY, UNAVAILABLE
 from registry.services.uploads import upload_file
 from registry.triton.documents import IndexEntry, ModelVersions
@@ -51,7 +53,7 @@ def unload_model(ctx: RegistryContext, name: str) -> ModelVersions:
     """Every version of ``name`` UNAVAILABLE with reason "unloaded"; nothing is deleted."""
     validate_model_name(name)
     with ctx.transaction() as session:
-        model = catalog.get_model_row(session, name)
+        model = models.get_model_row(session, name)
         rows = list(session.scalars(select(Version).where(Version.model_id == model.id)))
         for row in rows:
             row.state = UNAVAILABLE
@@ -86,7 +88,7 @@ def reload_model(ctx: RegistryContext, name: str) -> ModelVersions:
     """
     validate_model_name(name)
     with ctx.sessions() as session:
-        model = catalog.get_model_row(session, name)
+        model = models.get_model_row(session, name)
         rows = list(
             session.scalars(
                 select(Version).where(Version.model_id == model.id).order_by(Version.version)
@@ -118,7 +120,7 @@ def build_load_carton(name: str, request: LoadRequest, out: BinaryIO) -> None:
         raise InvalidBody(f"config cannot be turned into a carton: {exc.message}") from exc
     members: dict[str, bytes] = {
         "carton.toml": toml,
-        INDEX_PATH: write_tensor_index([]),
+        TENSOR_INDEX: write_tensor_index([]),
         CONFIG_MEMBER: request.config_text.encode("utf-8"),
     }
     for path, data in request.files.items():
@@ -149,7 +151,7 @@ def load_model_with_files(ctx: RegistryContext, name: str, request: LoadRequest)
     # Loading is also "make it ready": a re-load of an unloaded identical carton revives it.
     if result.version is not None:
         with ctx.transaction() as session:
-            row = catalog.resolve_version(session, name, result.version)
+            row = references.resolve_version(session, name, result.version)
             row.state, row.state_reason = READY, ""
     body = result.as_json()
     body["triton_version"] = request.file_version

@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 
 from registry.carton.config import TENSOR_REF_PREFIX, TensorSpec
 from registry.carton.errors import CartonFormatError
+from registry.carton.paths import TENSOR_INDEX
 from registry.carton.tensor_data import (
-    INDEX_PATH,
     NESTED,
     TensorIndexEntry,
     load_tensor,
@@ -97,7 +97,7 @@ def load_self_test(
         read = _carton_reader(ctx, session, row.manifest_sha256)
         manifest_sha256, version_number = row.manifest_sha256, row.version
     try:
-        entries = {e.name: e for e in parse_tensor_index(read(INDEX_PATH))}
+        entries = {e.name: e for e in parse_tensor_index(read(TENSOR_INDEX))}
     except CartonFormatError as exc:
         raise InvalidSelfTest(f"carton {manifest_sha256}: {exc.message}") from exc
 
@@ -105,7 +105,7 @@ def load_self_test(
         tname = ref[len(TENSOR_REF_PREFIX) :]
         entry: TensorIndexEntry | None = entries.get(tname)
         if entry is None:
-            raise InvalidSelfTest(f"{where}: {ref} names no tensor in {INDEX_PATH}")
+            raise InvalidSelfTest(f"{where}: {ref} names no tensor in {TENSOR_INDEX}")
         if entry.dtype == NESTED:
             raise NotImplementedYet(
                 f"{where}: {ref} is a nested tensor, which the Triton protocol cannot carry"

@@ -8,9 +8,8 @@ from sqlalchemy.orm import Session
 from registry.carton.config import CartonConfig, parse_carton_toml
 from registry.db.tables import Carton, Version
 from registry.errors import InvalidName
-from registry.services import catalog
-from registry.services.catalog import MAX_VERSION
-from registry.services.ingest import validate_model_name
+from registry.services import references
+from registry.services.names import MAX_VERSION, validate_model_name
 
 # Version states as Triton names them (the only two a stored version has).
 READY = "READY"
@@ -35,8 +34,8 @@ def resolve_version(session: Session, name: str, version: int | None) -> Version
     """The version row of ``name`` (its latest when ``version`` is None)."""
     validate_model_name(name)
     if version is None:
-        return catalog.resolve_latest(session, name)
-    return catalog.resolve_version(session, name, version)
+        return references.resolve_latest(session, name)
+    return references.resolve_version(session, name, version)
 
 
 def version_numbers(session: Session, model_id: int) -> list[str]:

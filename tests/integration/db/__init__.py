@@ -1,0 +1,1 @@
+"""Alembic migrations on real SQLite and Postgres databases; may import ``registry.db``."""

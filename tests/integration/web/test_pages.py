@@ -103,10 +103,10 @@ def test_search_sort_and_pagination(client, registry_ctx):
     assert model_names(page(client, "/?sort=size"))[0] == "selftest_identity"
 
     # pagination: follow "Next" links through pages of 2
-    import registry.services.catalog as catalog
+    import registry.services.listing as listing
 
-    old = catalog.DEFAULT_PAGE
-    catalog.DEFAULT_PAGE = 2
+    old = listing.DEFAULT_PAGE
+    listing.DEFAULT_PAGE = 2
     try:
         from registry.services import webviews
 
@@ -123,7 +123,7 @@ def test_search_sort_and_pagination(client, registry_ctx):
             url = html.unescape(nxt.group(1)) if nxt else None
         assert seen == sorted(seen) and len(seen) == 5
     finally:
-        catalog.DEFAULT_PAGE = old
+        listing.DEFAULT_PAGE = old
         webviews.listing.__kwdefaults__["limit"] = webviews_default
 
 

@@ -421,8 +421,12 @@ def test_concurrent_readers_share_one_file_object():
         assert got == [a.manifest.get(p).sha256 for p in paths]
 
 
-def test_error_types():
-    assert issubclass(CartonLimitExceeded, CartonFormatError)
-    assert issubclass(CartonFormatError, ValueError)
-    e = CartonLimitExceeded("too big")
-    assert e.message == "too big" and str(e) == "too big"
+def test_limit_errors_are_caught_as_format_errors_and_carry_their_message():
+    """Callers catch CartonFormatError (or ValueError) and report ``message`` for every error."""
+    data = write_zip_bytes(carton_files({f"model/{i}": b"x" for i in range(3)}))
+    for catch in (CartonFormatError, ValueError):
+        with pytest.raises(catch) as info:
+            _open(data, max_members=2)
+        assert isinstance(info.value, CartonLimitExceeded)
+        assert str(info.value) == info.value.message
+        assert "more than the limit of 2" in info.value.message

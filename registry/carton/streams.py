@@ -1,4 +1,9 @@
-"""Small stream adapters: count and checksum bytes as they pass, without a second read."""
+"""Byte-stream plumbing every layer shares: sizes, full reads, hashing, counting, adapting.
+
+Standard library only. It lives in ``carton/`` because the carton format imports nothing
+of ours (DESIGN.md "Layout") yet needs these helpers too; the blob store, the services,
+the HTTP layer and the client import them from here rather than keeping their own.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +13,53 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-CHUNK = 1024 * 1024
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+CHUNK = MiB
+"""Read size when streaming blobs, members and bodies: few calls, flat memory."""
+
+
+def read_full(stream: BinaryIO, size: int) -> bytes:
+    """Read ``size`` bytes, looping over short reads; fewer only at EOF.
+
+    Equal chunks matter where the chunking shows in the output (compressors, S3 parts).
+    """
+    first = stream.read(size)
+    if not first or len(first) >= size:
+        return first or b""
+    parts = [first]
+    got = len(first)
+    while got < size:
+        data = stream.read(size - got)
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
+
+
+def hash_stream(stream: BinaryIO, chunk_size: int = CHUNK) -> tuple[str, int]:
+    """Consume ``stream`` to EOF; return (sha256 hex, size)."""
+    h = hashlib.sha256()
+    size = 0
+    while data := stream.read(chunk_size):
+        h.update(data)
+        size += len(data)
+    return h.hexdigest(), size
 
 
 class ChecksumReader(io.RawIOBase):
     """Wraps a readable stream; counts bytes and CRC-32 (zip needs it) as the consumer reads.
 
-    sha256 is optional: the blob store already hashes what it writes, so only the
-    verify-only path asks for it here.
+    No sha256: the blob store hashes what it writes already.
     """
 
-    def __init__(self, raw: BinaryIO, *, sha256: bool = False) -> None:
+    def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
         self.size = 0
         self.crc32 = 0
-        self._sha = hashlib.sha256() if sha256 else None
 
     def readable(self) -> bool:
         return True
@@ -43,18 +80,10 @@ class ChecksumReader(io.RawIOBase):
         if data:
             self.size += len(data)
             self.crc32 = zlib.crc32(data, self.crc32)
-            if self._sha is not None:
-                self._sha.update(data)
 
     def drain(self) -> None:
         while self.read(CHUNK):
             pass
-
-    @property
-    def sha256(self) -> str:
-        if self._sha is None:
-            raise RuntimeError("sha256 was not requested")
-        return self._sha.hexdigest()
 
 
 class IteratorReader(io.RawIOBase):

@@ -1,0 +1,81 @@
+"""boto3 plumbing for the S3 blob store: a client that fails fast, and what its errors mean.
+
+botocore is imported lazily: opening a filesystem or memory store never loads it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+_NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound"}
+_UNSUPPORTED_CODES = {"NotImplemented", "501"}
+
+
+def make_client(
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    *,
+    connect_timeout: float = 5,
+    read_timeout: float = 60,
+    max_attempts: int = 3,
+):
+    """A boto3 S3 client with timeouts and retries that fail fast when the server is down."""
+    import boto3
+    from botocore.config import Config
+
+    options: dict[str, Any] = {
+        "connect_timeout": connect_timeout,
+        "read_timeout": read_timeout,
+        "retries": {"max_attempts": max_attempts, "mode": "standard"},
+        "signature_version": "s3v4",
+        "max_pool_connections": 32,
+    }
+    if endpoint_url:
+        options["s3"] = {"addressing_style": "path"}
+    # botocore >= 1.36 adds CRC checksums to every request by default, which
+    # several S3-compatible servers reject; only send them when required.
+    extra = {
+        "request_checksum_calculation": "when_required",
+        "response_checksum_validation": "when_required",
+    }
+    try:
+        config = Config(**options, **extra)
+    except TypeError:  # older botocore
+        config = Config(**options)
+    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    session = boto3.session.Session()
+    return session.client(
+        "s3", endpoint_url=endpoint_url, region_name=region or "us-east-1", config=config
+    )
+
+
+def error_code(exc: Exception) -> str:
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return code or str(status or "")
+    return ""
+
+
+def http_status(exc: Exception) -> int | None:
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return None
+
+
+def is_not_found(exc: Exception) -> bool:
+    return error_code(exc) in _NOT_FOUND_CODES or http_status(exc) == 404
+
+
+def is_precondition_failed(exc: Exception) -> bool:
+    return error_code(exc) == "PreconditionFailed" or http_status(exc) == 412
+
+
+def is_unsupported(exc: Exception) -> bool:
+    return error_code(exc) in _UNSUPPORTED_CODES or http_status(exc) == 501

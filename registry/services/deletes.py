@@ -1,0 +1,66 @@
+"""Deleting versions and models: gone from the index at once, their bytes at the next GC.
+
+A carton that no version references any more goes with its last version; its blobs
+stay until garbage collection finds them unreferenced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from registry.db.tables import Carton, CartonFile, Version, utcnow
+from registry.services.caches import changes_index
+from registry.services.context import RegistryContext
+from registry.services.listing import refresh_model_listing
+from registry.services.models import get_model_row
+from registry.services.references import resolve_version
+
+
+@changes_index
+def delete_version(ctx: RegistryContext, name: str, version: int) -> dict[str, Any]:
+    """Remove a version now; its carton goes too when nothing else references it.
+
+    Its blobs stay until the next GC finds them unreferenced.
+    """
+    with ctx.transaction() as session:
+        row = resolve_version(session, name, version)
+        manifest = row.manifest_sha256
+        model = row.model
+        session.delete(row)
+        session.flush()
+        model.updated_at = utcnow()
+        refresh_model_listing(session, model)
+        carton_deleted = _delete_carton_if_unreferenced(session, manifest)
+        return {
+            "model_name": name,
+            "version": version,
+            "manifest_sha256": manifest,
+            "carton_deleted": carton_deleted,
+        }
+
+
+@changes_index
+def delete_model(ctx: RegistryContext, name: str) -> dict[str, Any]:
+    with ctx.transaction() as session:
+        model = get_model_row(session, name)
+        manifests = list(
+            session.scalars(select(Version.manifest_sha256).where(Version.model_id == model.id))
+        )
+        session.delete(model)
+        session.flush()
+        deleted = [m for m in manifests if _delete_carton_if_unreferenced(session, m)]
+        return {"model_name": name, "versions": len(manifests), "cartons_deleted": len(deleted)}
+
+
+def _delete_carton_if_unreferenced(session: Session, manifest_sha256: str) -> bool:
+    still_used = session.scalar(
+        select(func.count()).select_from(Version).where(Version.manifest_sha256 == manifest_sha256)
+    )
+    if still_used:
+        return False
+    session.execute(delete(CartonFile).where(CartonFile.manifest_sha256 == manifest_sha256))
+    session.execute(delete(Carton).where(Carton.manifest_sha256 == manifest_sha256))
+    return True

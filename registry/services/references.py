@@ -1,0 +1,80 @@
+"""References to a carton: a manifest hash, ``name``, ``name:version`` or ``name@tag``.
+
+``name`` alone means the ``latest`` tag when set, else the highest version (DESIGN.md
+"References"); version numbers are never reused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.carton.digests import is_sha256
+from registry.db.tables import Tag, Version
+from registry.errors import TagNotFound, VersionNotFound
+from registry.services.cartons import get_carton_row
+from registry.services.context import RegistryContext
+from registry.services.models import get_model_row
+from registry.services.names import MAX_VERSION
+
+
+@dataclass(frozen=True)
+class Resolved:
+    manifest_sha256: str
+    model_name: str | None
+    version: int | None
+
+
+def resolve_version(session: Session, name: str, version: int) -> Version:
+    model = get_model_row(session, name)
+    if not 1 <= version <= MAX_VERSION:
+        raise VersionNotFound(f"model {name!r} has no version {version}")
+    row = session.scalar(
+        select(Version).where(Version.model_id == model.id, Version.version == version)
+    )
+    if row is None:
+        raise VersionNotFound(f"model {name!r} has no version {version}")
+    return row
+
+
+def resolve_tag(session: Session, name: str, tag: str) -> Version:
+    model = get_model_row(session, name)
+    row = session.get(Tag, (model.id, tag))
+    if row is None:
+        raise TagNotFound(f"model {name!r} has no tag {tag!r}")
+    return row.version
+
+
+def resolve_latest(session: Session, name: str) -> Version:
+    """`name` alone: the `latest` tag when set, else the highest version."""
+    model = get_model_row(session, name)
+    tag = session.get(Tag, (model.id, "latest"))
+    if tag is not None:
+        return tag.version
+    row = session.scalar(
+        select(Version).where(Version.model_id == model.id).order_by(Version.version.desc())
+    )
+    if row is None:
+        raise VersionNotFound(f"model {name!r} has no versions")
+    return row
+
+
+def resolve_ref(ctx: RegistryContext, ref: str) -> Resolved:
+    """A manifest hash, `name`, `name:version` or `name@tag`."""
+    if is_sha256(ref):
+        with ctx.sessions() as session:
+            get_carton_row(session, ref)
+        return Resolved(ref, None, None)
+    with ctx.sessions() as session:
+        if "@" in ref:
+            name, tag = ref.rsplit("@", 1)
+            row = resolve_tag(session, name, tag)
+        elif ":" in ref and ref.rsplit(":", 1)[1].isdigit():
+            name, number = ref.rsplit(":", 1)
+            row = resolve_version(session, name, int(number))
+        else:
+            name = ref
+            row = resolve_latest(session, name)
+        return Resolved(row.manifest_sha256, name, row.version)
