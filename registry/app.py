@@ -23,13 +23,14 @@ log = logging.getLogger("registry")
 
 def route_handlers() -> list:  # type: ignore[type-arg]
     """Every route module exports ROUTES; the order here is the order of precedence."""
-    from registry.http import downloads, metrics, v2, web
+    from registry.http import blobs, cartons, metrics, v2, web
 
     return [
         ApiController,
         healthz,
         *metrics.ROUTES,
-        *downloads.ROUTES,
+        *cartons.ROUTES,
+        *blobs.ROUTES,
         *v2.ROUTES,
         *web.ROUTES,
     ]

@@ -16,6 +16,7 @@ from registry.services import blobs as blob_service
 from registry.services import catalog
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_file
+from registry.services.lookups import models_page
 from registry.services.streams import IteratorReader
 
 
@@ -90,12 +91,10 @@ class ApiController(Controller):
         limit: int = catalog.DEFAULT_PAGE,
         cursor: str | None = None,
     ) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
-            with ctx.sessions() as session:
-                page = catalog.list_models(session, q=q, sort=sort, limit=limit, cursor=cursor)
-            return {"models": page.items, "next_cursor": page.next_cursor}
-
-        return await anyio.to_thread.run_sync(run)
+        page = await anyio.to_thread.run_sync(
+            partial(models_page, ctx, q=q, sort=sort, limit=limit, cursor=cursor)
+        )
+        return {"models": page.items, "next_cursor": page.next_cursor}
 
     @get("/models/{name:str}", summary="Versions and tags of one model")
     async def get_model(self, ctx: RegistryContext, name: str) -> dict[str, Any]:

@@ -242,10 +242,8 @@ def model_page(ctx: RegistryContext, name: str, version: str | None = None) -> R
     return _carton_page(ctx, view)
 
 
-@get("/cartons/{ref:str}", sync_to_thread=True, include_in_schema=False)
 def carton_page(ctx: RegistryContext, ref: str) -> Response[str]:
-    if ref.endswith(".carton"):  # downloads are registry.http.downloads' job
-        raise NotFound(f"carton download {ref!r} is served by the download route")
+    """The page of ``/cartons/{ref}``: not a route of its own, see ``ROUTES`` below."""
     if not _SHA256.match(ref):
         raise NotFound(f"no carton with manifest hash {ref!r}")
     return _carton_page(ctx, webviews.carton_view(ctx, ref))
@@ -282,6 +280,6 @@ STATIC_ROUTER = create_static_files_router(
     name="static",
 )
 
-# ``carton_page`` is not registered here: registry.http.downloads owns ``/cartons/{file}``
-# (Litestar allows one handler per path) and calls ``carton_page.fn`` for page URLs.
+# ``carton_page`` is not registered here: registry.http.cartons owns ``/cartons/{file}``
+# (Litestar allows one handler per path) and calls it for names without ``.carton``.
 ROUTES: list[Any] = [index_page, model_page, stats_page, STATIC_ROUTER]
