@@ -1,7 +1,8 @@
 """The JSON API under /api/v1: thin controllers over registry.services.
 
-Bodies in and out are the structs of ``registry.http.schemas``; all service
-work runs in a worker thread, and no handler opens a database session itself.
+Bodies in and out are the structs of ``registry.http.schemas``; writes carry
+their auth guard (``registry.http.auth``); all service work runs in a worker
+thread, and no handler opens a database session itself.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from litestar import Controller, Request, Response, delete, get, post, put
 
 from registry.errors import InvalidBody, UploadTooLarge
 from registry.http import schemas
+from registry.http.auth import require_delete, require_push
 from registry.http.deps import spooled_request
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, body
 from registry.services import blobs as blob_service
@@ -32,6 +34,7 @@ class ApiController(Controller):
     @post(
         "/cartons",
         status_code=201,
+        guards=[require_push],
         summary="Push a carton (body: the .carton bytes)",
     )
     async def push_carton(
@@ -52,6 +55,7 @@ class ApiController(Controller):
     @post(
         "/blobs/missing",
         status_code=200,
+        guards=[require_push],
         dto=StrictJSON[schemas.MissingBlobsQuery],
         return_dto=None,
         request_max_body_size=MAX_JSON_BODY_BYTES,
@@ -68,6 +72,7 @@ class ApiController(Controller):
     @put(
         "/blobs/{sha256:str}",
         status_code=201,
+        guards=[require_push],
         summary="Upload one blob, verified",
     )
     async def put_blob(
@@ -118,6 +123,7 @@ class ApiController(Controller):
     @delete(
         "/models/{name:str}",
         status_code=200,
+        guards=[require_delete],
         summary="Delete a model and its versions",
     )
     async def delete_model(self, ctx: RegistryContext, name: str) -> schemas.ModelDeleted:
@@ -127,6 +133,7 @@ class ApiController(Controller):
     @put(
         "/models/{name:str}/tags/{tag:str}",
         status_code=200,
+        guards=[require_push],
         dto=StrictJSON[schemas.TagMove],
         return_dto=None,
         request_max_body_size=MAX_JSON_BODY_BYTES,
@@ -157,6 +164,7 @@ class ApiController(Controller):
     @delete(
         "/models/{name:str}/tags/{tag:str}",
         status_code=200,
+        guards=[require_delete],
         summary="Remove a tag",
     )
     async def delete_tag(
@@ -170,6 +178,7 @@ class ApiController(Controller):
     @delete(
         "/models/{name:str}/versions/{version:int}",
         status_code=200,
+        guards=[require_delete],
         summary="Remove a version",
     )
     async def delete_version(

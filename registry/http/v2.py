@@ -15,6 +15,7 @@ import anyio
 from litestar import MediaType, Request, Response, get, post
 
 from registry.errors import InvalidRequest, StorageUnavailable
+from registry.http.auth import require_push
 from registry.http.deps import read_body
 from registry.services import triton
 from registry.services.context import RegistryContext
@@ -72,6 +73,7 @@ async def repository_index(request: Request, ctx: RegistryContext) -> Response:
 @post(
     "/v2/repository/models/{name:str}/load",
     status_code=200,
+    guards=[require_push],
     summary="Load: with config + file:<version>/<path> parameters, store a new version; "
     "without, re-verify and mark READY",
     tags=["v2"],
@@ -88,6 +90,7 @@ async def load_model(request: Request, ctx: RegistryContext, name: str) -> Respo
 @post(
     "/v2/repository/models/{name:str}/unload",
     status_code=200,
+    guards=[require_push],
     summary="Unload: every version UNAVAILABLE (reason 'unloaded'); nothing deleted",
     tags=["v2"],
 )
