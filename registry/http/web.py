@@ -2,8 +2,7 @@
 
 Templates are rendered with a module-level Jinja2 environment (autoescaping
 on) and returned as ``text/html`` responses, so the pages need nothing from
-the application's template config. ``template_config()`` is exported for an
-app that wants Litestar's own template engine too.
+the application's template config.
 """
 
 from __future__ import annotations
@@ -206,20 +205,12 @@ def render_error_page(status: int, message: str) -> str:
     titles = {
         400: "Bad request",
         401: "Sign-in required",
-        403: "PermissionDenied",
+        403: "Forbidden",
         404: "Not found",
         405: "Method not allowed",
         500: "Something went wrong",
     }
     return render("error.html", status=status, title=titles.get(status, "Error"), message=message)
-
-
-def template_config() -> Any:
-    """Litestar TemplateConfig over the same directory, for ``Litestar(template_config=...)``."""
-    from litestar.contrib.jinja import JinjaTemplateEngine
-    from litestar.template.config import TemplateConfig
-
-    return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment()))
 
 
 # --- handlers ---------------------------------------------------------------------------
