@@ -46,9 +46,9 @@ class RequireScope:
     async def __call__(
         self, connection: ASGIConnection[Any, Any, Any, Any], route_handler: BaseRouteHandler
     ) -> None:
-        if deciding_guard(route_handler) is not self:
-            return
         ctx = connection.app.state.ctx
+        if ctx.settings.auth == "off" or deciding_guard(route_handler) is not self:
+            return
         needed = required_scope(ctx.settings.auth, route_handler)
         if needed is None:
             return
