@@ -14,11 +14,11 @@ import anyio.from_thread
 import anyio.to_thread
 from litestar import Controller, Request, Response, delete, get, post, put
 
-from registry.errors import InvalidBody, UploadTooLarge
+from registry.errors import UploadTooLarge
 from registry.http import schemas
 from registry.http.auth import require_delete, require_push
 from registry.http.deps import spooled_request
-from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, body
+from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import blobs as blob_service
 from registry.services import catalog
 from registry.services.context import RegistryContext
@@ -49,7 +49,7 @@ class ApiController(Controller):
                 partial(ingest_file, ctx, path, model_name=model, tag=tag)
             )
         return Response(
-            body(result, schemas.PushedCarton), status_code=201 if result.created else 200
+            as_body(result, schemas.PushedCarton), status_code=201 if result.created else 200
         )
 
     @post(
@@ -65,7 +65,7 @@ class ApiController(Controller):
         self, ctx: RegistryContext, data: schemas.MissingBlobsQuery | None = None
     ) -> schemas.MissingBlobs:
         if data is None:
-            raise InvalidBody(f"body must be {schemas.MissingBlobsQuery.SHAPE}")
+            raise schemas.MissingBlobsQuery.invalid()
         missing = await anyio.to_thread.run_sync(blob_service.missing_blobs, ctx, data.sha256)
         return schemas.MissingBlobs(missing=missing)
 
@@ -91,13 +91,13 @@ class ApiController(Controller):
 
         reader = IteratorReader(iter(next_chunk, b""))
         result = await anyio.to_thread.run_sync(blob_service.put_blob, ctx, sha256, reader)
-        stored = body(result, schemas.StoredBlob)
+        stored = as_body(result, schemas.StoredBlob)
         return Response(stored, status_code=201 if stored.created else 200)
 
     @get("/cartons/{sha256:str}", summary="Carton metadata")
     async def get_carton(self, ctx: RegistryContext, sha256: str) -> schemas.CartonDetail:
         detail = await anyio.to_thread.run_sync(catalog.get_carton, ctx, sha256)
-        return body(detail, schemas.CartonDetail)
+        return as_body(detail, schemas.CartonDetail)
 
     @get("/models", summary="Models, searchable and paginated")
     async def list_models(
@@ -112,13 +112,13 @@ class ApiController(Controller):
             partial(models_page, ctx, q=q, sort=sort, limit=limit, cursor=cursor)
         )
         return schemas.ModelList(
-            models=body(page.items, list[schemas.ModelSummary]), next_cursor=page.next_cursor
+            models=as_body(page.items, list[schemas.ModelSummary]), next_cursor=page.next_cursor
         )
 
     @get("/models/{name:str}", summary="Versions and tags of one model")
     async def get_model(self, ctx: RegistryContext, name: str) -> schemas.ModelDetail:
         detail = await anyio.to_thread.run_sync(catalog.get_model, ctx, name)
-        return body(detail, schemas.ModelDetail)
+        return as_body(detail, schemas.ModelDetail)
 
     @delete(
         "/models/{name:str}",
@@ -128,7 +128,7 @@ class ApiController(Controller):
     )
     async def delete_model(self, ctx: RegistryContext, name: str) -> schemas.ModelDeleted:
         result = await anyio.to_thread.run_sync(catalog.delete_model, ctx, name)
-        return body(result, schemas.ModelDeleted)
+        return as_body(result, schemas.ModelDeleted)
 
     @put(
         "/models/{name:str}/tags/{tag:str}",
@@ -159,7 +159,7 @@ class ApiController(Controller):
                 if_match=request.headers.get("if-match"),
             )
         )
-        return body(result, schemas.TagTarget)
+        return as_body(result, schemas.TagTarget)
 
     @delete(
         "/models/{name:str}/tags/{tag:str}",
@@ -185,8 +185,8 @@ class ApiController(Controller):
         self, ctx: RegistryContext, name: str, version: int
     ) -> schemas.VersionDeleted:
         result = await anyio.to_thread.run_sync(catalog.delete_version, ctx, name, version)
-        return body(result, schemas.VersionDeleted)
+        return as_body(result, schemas.VersionDeleted)
 
     @get("/stats", summary="Counts and storage accounting")
     async def stats(self, ctx: RegistryContext) -> schemas.Stats:
-        return body(await anyio.to_thread.run_sync(catalog.get_stats, ctx), schemas.Stats)
+        return as_body(await anyio.to_thread.run_sync(catalog.get_stats, ctx), schemas.Stats)

@@ -1,6 +1,6 @@
 """Typed bodies of ``/api/v1``: what the JSON API accepts and answers (and OpenAPI shows).
 
-Responses are converted from the services' plain values with ``body(value,
+Responses are converted from the services' plain values with ``as_body(value,
 Type)``; a key a service adds without a field here fails loudly (tests), it is
 never dropped in silence.
 
@@ -26,7 +26,7 @@ T = TypeVar("T")
 MAX_JSON_BODY_BYTES = 16 * 1024 * 1024
 
 
-def body(value: Any, type_: type[T]) -> T:
+def as_body(value: Any, type_: type[T]) -> T:
     """A service's result (dict, or object with attributes) as the response struct."""
     return msgspec.convert(value, type_, from_attributes=True)
 
@@ -40,16 +40,24 @@ class RequestBody(msgspec.Struct):
 
     SHAPE: ClassVar[str]
 
+    @classmethod
+    def invalid(cls, detail: str = "") -> InvalidBody:
+        """The error for a body that does not have this shape (``detail``: what is off)."""
+        return InvalidBody(f"body must be {cls.SHAPE}" + (f": {detail}" if detail else ""))
+
 
 class StrictJSON(MsgspecDTO[T]):
     """Decodes a JSON body into its struct without type coercion; errors are ``InvalidBody``."""
 
     def decode_bytes(self, value: bytes) -> Any:
+        """The struct, or None for a blank body (handlers take ``data: T | None = None``)."""
+        if not value.strip():
+            return None
         model: Any = self.model_type
         try:
             return msgspec.json.decode(value, type=model)
         except msgspec.ValidationError as exc:
-            raise InvalidBody(f"body must be {model.SHAPE}: {exc}") from exc
+            raise model.invalid(str(exc)) from exc
         except msgspec.DecodeError as exc:
             raise InvalidBody(f"request body is not valid JSON: {exc}") from exc
 

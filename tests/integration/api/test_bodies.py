@@ -82,3 +82,13 @@ def test_openapi_describes_the_bodies(client, method, path, request_fields, resp
     ok = next(v for k, v in operation["responses"].items() if k.startswith("2"))
     schema = schema_of(doc, ok["content"]["application/json"]["schema"])
     assert response_fields <= set(schema["properties"])
+
+
+@pytest.mark.parametrize(
+    ("method", "url"), [(m, u) for m, u, *_ in JSON_ROUTES], ids=[r[1] for r in JSON_ROUTES]
+)
+def test_a_blank_body_is_no_body(client, method, url):
+    empty = client.request(method, url, content=b"")
+    blank = client.request(method, url, content=b" \n\t ")
+    assert empty.status_code == blank.status_code == 400
+    assert empty.json() == blank.json()
