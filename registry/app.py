@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
+from litestar.types import ControllerRouterHandler
 
 from registry import __version__
 from registry.http.api import ApiController
+from registry.http.auth import require_pull
 from registry.http.deps import provide_ctx
 from registry.http.errors import EXCEPTION_HANDLERS
 from registry.http.health import healthz
@@ -21,18 +23,25 @@ from registry.settings import Settings
 log = logging.getLogger("registry")
 
 
-def route_handlers() -> list:  # type: ignore[type-arg]
-    """Every route module exports ROUTES; the order here is the order of precedence."""
-    from registry.http import downloads, metrics, v2, web
+def route_handlers() -> list[ControllerRouterHandler]:
+    """``/healthz`` and ``/metrics`` are anonymous; everything else sits behind ``require_pull``.
 
-    return [
-        ApiController,
-        healthz,
-        *metrics.ROUTES,
-        *downloads.ROUTES,
-        *v2.ROUTES,
-        *web.ROUTES,
-    ]
+    Writes add their stronger guard on the route itself (``registry.http.auth``).
+    """
+    from registry.http import blobs, cartons, metrics, v2, web
+
+    guarded = Router(
+        path="/",
+        guards=[require_pull],
+        route_handlers=[
+            ApiController,
+            *cartons.ROUTES,
+            *blobs.ROUTES,
+            *v2.ROUTES,
+            *web.ROUTES,
+        ],
+    )
+    return [healthz, *metrics.ROUTES, guarded]
 
 
 def create_app(settings: Settings | None = None, ctx: RegistryContext | None = None) -> Litestar:
@@ -57,6 +66,8 @@ def create_app(settings: Settings | None = None, ctx: RegistryContext | None = N
         # default would bind a handler to whatever sys.stderr is at creation.
         logging_config=None,
         openapi_config=OpenAPIConfig(
-            title="Carton Registry", version=__version__, path="/api/openapi"
+            title="Carton Registry",
+            version=__version__,
+            openapi_router=Router(path="/api/openapi", guards=[require_pull], route_handlers=[]),
         ),
     )

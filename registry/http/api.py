@@ -1,67 +1,83 @@
-"""The JSON API under /api/v1: thin controllers over registry.services."""
+"""The JSON API under /api/v1: thin controllers over registry.services.
+
+Bodies in and out are the structs of ``registry.http.schemas``; writes carry
+their auth guard (``registry.http.auth``); all service work runs in a worker
+thread, and no handler opens a database session itself.
+"""
 
 from __future__ import annotations
 
-import json
 from functools import partial
-from typing import Any
 
 import anyio
 import anyio.from_thread
+import anyio.to_thread
 from litestar import Controller, Request, Response, delete, get, post, put
 
 from registry.carton.streams import IteratorReader
-from registry.errors import InvalidRequest, UploadTooLarge
-from registry.http.deps import read_body, spooled_request
+from registry.errors import UploadTooLarge
+from registry.http import schemas
+from registry.http.auth import require_delete, require_push
+from registry.http.deps import spooled_request
+from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import blobs as blob_service
 from registry.services import cartons, deletes, listing, models, stats, tags
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_file
-
-
-async def _json_body(request: Request) -> Any:
-    body = await read_body(request, MAX_JSON_BODY_BYTES)
-    if not body.strip():
-        return {}
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise InvalidRequest(f"request body is not valid JSON: {exc}") from exc
-
-
-# JSON documents here are small (hash lists, tag moves): 16 MiB holds 200k hashes.
-MAX_JSON_BODY_BYTES = 16 * 1024 * 1024
+from registry.services.lookups import models_page
 
 
 class ApiController(Controller):
     path = "/api/v1"
     tags = ["api"]
 
-    @post("/cartons", status_code=201, summary="Push a carton (body: the .carton bytes)")
+    @post(
+        "/cartons",
+        status_code=201,
+        guards=[require_push],
+        summary="Push a carton (body: the .carton bytes)",
+    )
     async def push_carton(
         self,
         request: Request,
         ctx: RegistryContext,
         model: str | None = None,
         tag: str | None = None,
-    ) -> Response:
+    ) -> Response[schemas.PushedCarton]:
         async with spooled_request(request, ctx, ctx.settings.max_upload_bytes) as path:
             result = await anyio.to_thread.run_sync(
                 partial(ingest_file, ctx, path, model_name=model, tag=tag)
             )
-        return Response(result.as_json(), status_code=201 if result.created else 200)
+        return Response(
+            as_body(result, schemas.PushedCarton), status_code=201 if result.created else 200
+        )
 
-    @post("/blobs/missing", status_code=200, summary="Which of these blobs are not stored?")
-    async def blobs_missing(self, request: Request, ctx: RegistryContext) -> dict[str, Any]:
-        body = await _json_body(request)
-        hashes = body.get("sha256") if isinstance(body, dict) else None
-        if not isinstance(hashes, list):
-            raise InvalidRequest('body must be {"sha256": ["<hex>", ...]}')
-        missing = await anyio.to_thread.run_sync(blob_service.missing_blobs, ctx, hashes)
-        return {"missing": missing}
+    @post(
+        "/blobs/missing",
+        status_code=200,
+        guards=[require_push],
+        dto=StrictJSON[schemas.MissingBlobsQuery],
+        return_dto=None,
+        request_max_body_size=MAX_JSON_BODY_BYTES,
+        summary="Which of these blobs are not stored?",
+    )
+    async def blobs_missing(
+        self, ctx: RegistryContext, data: schemas.MissingBlobsQuery | None = None
+    ) -> schemas.MissingBlobs:
+        if data is None:
+            raise schemas.MissingBlobsQuery.invalid()
+        missing = await anyio.to_thread.run_sync(blob_service.missing_blobs, ctx, data.sha256)
+        return schemas.MissingBlobs(missing=missing)
 
-    @put("/blobs/{sha256:str}", status_code=201, summary="Upload one blob, verified")
-    async def put_blob(self, request: Request, ctx: RegistryContext, sha256: str) -> Response:
+    @put(
+        "/blobs/{sha256:str}",
+        status_code=201,
+        guards=[require_push],
+        summary="Upload one blob, verified",
+    )
+    async def put_blob(
+        self, request: Request, ctx: RegistryContext, sha256: str
+    ) -> Response[schemas.StoredBlob]:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > ctx.settings.max_upload_bytes:
             raise UploadTooLarge(f"blob of {declared} bytes exceeds REGISTRY_MAX_UPLOAD_BYTES")
@@ -75,11 +91,13 @@ class ApiController(Controller):
 
         reader = IteratorReader(iter(next_chunk, b""))
         result = await anyio.to_thread.run_sync(blob_service.put_blob, ctx, sha256, reader)
-        return Response(result, status_code=201 if result["created"] else 200)
+        stored = as_body(result, schemas.StoredBlob)
+        return Response(stored, status_code=201 if stored.created else 200)
 
     @get("/cartons/{sha256:str}", summary="Carton metadata")
-    async def get_carton(self, ctx: RegistryContext, sha256: str) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(cartons.get_carton, ctx, sha256)
+    async def get_carton(self, ctx: RegistryContext, sha256: str) -> schemas.CartonDetail:
+        detail = await anyio.to_thread.run_sync(cartons.get_carton, ctx, sha256)
+        return as_body(detail, schemas.CartonDetail)
 
     @get("/models", summary="Models, searchable and paginated")
     async def list_models(
@@ -89,62 +107,86 @@ class ApiController(Controller):
         sort: str = "name",
         limit: int = listing.DEFAULT_PAGE,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
-            with ctx.sessions() as session:
-                page = listing.list_models(session, q=q, sort=sort, limit=limit, cursor=cursor)
-            return {"models": page.items, "next_cursor": page.next_cursor}
-
-        return await anyio.to_thread.run_sync(run)
+    ) -> schemas.ModelList:
+        page = await anyio.to_thread.run_sync(
+            partial(models_page, ctx, q=q, sort=sort, limit=limit, cursor=cursor)
+        )
+        return schemas.ModelList(
+            models=as_body(page.items, list[schemas.ModelSummary]), next_cursor=page.next_cursor
+        )
 
     @get("/models/{name:str}", summary="Versions and tags of one model")
-    async def get_model(self, ctx: RegistryContext, name: str) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(models.get_model, ctx, name)
+    async def get_model(self, ctx: RegistryContext, name: str) -> schemas.ModelDetail:
+        detail = await anyio.to_thread.run_sync(models.get_model, ctx, name)
+        return as_body(detail, schemas.ModelDetail)
 
-    @delete("/models/{name:str}", status_code=200, summary="Delete a model and its versions")
-    async def delete_model(self, ctx: RegistryContext, name: str) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(deletes.delete_model, ctx, name)
+    @delete(
+        "/models/{name:str}",
+        status_code=200,
+        guards=[require_delete],
+        summary="Delete a model and its versions",
+    )
+    async def delete_model(self, ctx: RegistryContext, name: str) -> schemas.ModelDeleted:
+        result = await anyio.to_thread.run_sync(deletes.delete_model, ctx, name)
+        return as_body(result, schemas.ModelDeleted)
 
-    @put("/models/{name:str}/tags/{tag:str}", status_code=200, summary="Move or create a tag")
+    @put(
+        "/models/{name:str}/tags/{tag:str}",
+        status_code=200,
+        guards=[require_push],
+        dto=StrictJSON[schemas.TagMove],
+        return_dto=None,
+        request_max_body_size=MAX_JSON_BODY_BYTES,
+        summary="Move or create a tag",
+    )
     async def put_tag(
-        self, request: Request, ctx: RegistryContext, name: str, tag: str
-    ) -> dict[str, Any]:
-        body = await _json_body(request)
-        if not isinstance(body, dict):
-            raise InvalidRequest('body must be {"manifest_sha256": "..."} or {"version": N}')
-        version = body.get("version")
-        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            raise InvalidRequest('"version" must be an integer')
-        manifest = body.get("manifest_sha256")
-        if manifest is not None and not isinstance(manifest, str):
-            raise InvalidRequest('"manifest_sha256" must be a string')
-        return await anyio.to_thread.run_sync(
+        self,
+        request: Request,
+        ctx: RegistryContext,
+        name: str,
+        tag: str,
+        data: schemas.TagMove | None = None,
+    ) -> schemas.TagTarget:
+        move = data or schemas.TagMove()
+        result = await anyio.to_thread.run_sync(
             partial(
                 tags.put_tag,
                 ctx,
                 name,
                 tag,
-                manifest_sha256=manifest,
-                version=version,
+                manifest_sha256=move.manifest_sha256,
+                version=move.version,
                 if_match=request.headers.get("if-match"),
             )
         )
+        return as_body(result, schemas.TagTarget)
 
-    @delete("/models/{name:str}/tags/{tag:str}", status_code=200, summary="Remove a tag")
+    @delete(
+        "/models/{name:str}/tags/{tag:str}",
+        status_code=200,
+        guards=[require_delete],
+        summary="Remove a tag",
+    )
     async def delete_tag(
         self, request: Request, ctx: RegistryContext, name: str, tag: str
-    ) -> dict[str, Any]:
+    ) -> schemas.TagDeleted:
         await anyio.to_thread.run_sync(
             partial(tags.delete_tag, ctx, name, tag, if_match=request.headers.get("if-match"))
         )
-        return {"model_name": name, "tag": tag, "deleted": True}
+        return schemas.TagDeleted(model_name=name, tag=tag, deleted=True)
 
     @delete(
-        "/models/{name:str}/versions/{version:int}", status_code=200, summary="Remove a version"
+        "/models/{name:str}/versions/{version:int}",
+        status_code=200,
+        guards=[require_delete],
+        summary="Remove a version",
     )
-    async def delete_version(self, ctx: RegistryContext, name: str, version: int) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(deletes.delete_version, ctx, name, version)
+    async def delete_version(
+        self, ctx: RegistryContext, name: str, version: int
+    ) -> schemas.VersionDeleted:
+        result = await anyio.to_thread.run_sync(deletes.delete_version, ctx, name, version)
+        return as_body(result, schemas.VersionDeleted)
 
     @get("/stats", summary="Counts and storage accounting")
-    async def stats(self, ctx: RegistryContext) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(stats.get_stats, ctx)
+    async def stats(self, ctx: RegistryContext) -> schemas.Stats:
+        return as_body(await anyio.to_thread.run_sync(stats.get_stats, ctx), schemas.Stats)

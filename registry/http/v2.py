@@ -18,6 +18,7 @@ import anyio
 from litestar import MediaType, Request, Response, get, post
 
 from registry.errors import InvalidRequest, StorageUnavailable
+from registry.http.auth import require_push
 from registry.http.deps import read_body
 from registry.services.context import RegistryContext
 from registry.services.names import validate_model_name
@@ -85,6 +86,7 @@ async def repository_index(request: Request, ctx: RegistryContext) -> list[Index
 
 @post(
     "/v2/repository/models/{name:str}/load",
+    guards=[require_push],
     status_code=200,
     summary="Load: with config + file:<version>/<path> parameters, store a new version "
     "(answers the push's body); without, re-verify and mark READY",
@@ -102,6 +104,7 @@ async def load_model(
 
 @post(
     "/v2/repository/models/{name:str}/unload",
+    guards=[require_push],
     status_code=200,
     summary="Unload: every version UNAVAILABLE (reason 'unloaded'); nothing deleted",
     tags=["v2"],

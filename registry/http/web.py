@@ -2,8 +2,7 @@
 
 Templates are rendered with a module-level Jinja2 environment (autoescaping
 on) and returned as ``text/html`` responses, so the pages need nothing from
-the application's template config. ``template_config()`` is exported for an
-app that wants Litestar's own template engine too.
+the application's template config.
 """
 
 from __future__ import annotations
@@ -207,20 +206,12 @@ def render_error_page(status: int, message: str) -> str:
     titles = {
         400: "Bad request",
         401: "Sign-in required",
-        403: "PermissionDenied",
+        403: "Forbidden",
         404: "Not found",
         405: "Method not allowed",
         500: "Something went wrong",
     }
     return render("error.html", status=status, title=titles.get(status, "Error"), message=message)
-
-
-def template_config() -> Any:
-    """Litestar TemplateConfig over the same directory, for ``Litestar(template_config=...)``."""
-    from litestar.contrib.jinja import JinjaTemplateEngine
-    from litestar.template.config import TemplateConfig
-
-    return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment()))
 
 
 # --- handlers ---------------------------------------------------------------------------
@@ -243,10 +234,8 @@ def model_page(ctx: RegistryContext, name: str, version: str | None = None) -> R
     return _carton_page(ctx, view)
 
 
-@get("/cartons/{ref:str}", sync_to_thread=True, include_in_schema=False)
 def carton_page(ctx: RegistryContext, ref: str) -> Response[str]:
-    if ref.endswith(".carton"):  # downloads are registry.http.downloads' job
-        raise NotFound(f"carton download {ref!r} is served by the download route")
+    """The page of ``/cartons/{ref}``: not a route of its own, see ``ROUTES`` below."""
     if not _SHA256.match(ref):
         raise NotFound(f"no carton with manifest hash {ref!r}")
     return _carton_page(ctx, webviews.carton_view(ctx, ref))
@@ -283,6 +272,6 @@ STATIC_ROUTER = create_static_files_router(
     name="static",
 )
 
-# ``carton_page`` is not registered here: registry.http.downloads owns ``/cartons/{file}``
-# (Litestar allows one handler per path) and calls ``carton_page.fn`` for page URLs.
+# ``carton_page`` is not registered here: registry.http.cartons owns ``/cartons/{file}``
+# (Litestar allows one handler per path) and calls it for names without ``.carton``.
 ROUTES: list[Any] = [index_page, model_page, stats_page, STATIC_ROUTER]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import text
-
 from registry import __version__
 from registry.errors import ModelNotReady
 from registry.services.context import RegistryContext
+from registry.services.health import database_problem
 from registry.services.triton.versions import (
     READY,
     resolve_version,
@@ -25,12 +24,7 @@ def server_metadata() -> ServerMetadata:
 
 
 def database_ready(ctx: RegistryContext) -> bool:
-    try:
-        with ctx.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-    except Exception:  # readiness reports, it does not raise
-        return False
-    return True
+    return database_problem(ctx) is None
 
 
 def model_metadata(ctx: RegistryContext, name: str, version: int | None) -> ModelMetadata:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from registry.http.downloads import Unsatisfiable, choose_encoding, parse_range
+from registry.http.coding import choose_encoding
+from registry.http.conditional import Unsatisfiable, parse_range
 
 
 @pytest.mark.parametrize(

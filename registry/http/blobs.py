@@ -1,0 +1,105 @@
+"""Blob downloads: ``GET``/``HEAD /blobs/{sha256}``, the target of LINKS.
+
+HEAD is always answered here (200, exact ``Content-Length`` of the identity
+bytes, ``ETag: "<sha256>"``, ``Accept-Ranges``), never redirected. GET:
+
+- ``If-None-Match`` matching -> 304;
+- a presigned redirect when ``registry.services.blob_serving`` plans one -> 307;
+- a ``Range`` header -> identity bytes, 206/416 (or 200 when the header is
+  ignored, see ``registry.http.conditional``);
+- else the coding the client accepts best (``registry.http.coding``), when the
+  service judges the blob worth compressing: a streamed compressed body with
+  that ``Content-Encoding`` and no ``Content-Length``;
+- otherwise identity with ``Content-Length``.
+
+Every blob answer carries ``Vary: Accept-Encoding``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from litestar import Request, Response, get, head
+from litestar.response import Stream
+
+from registry.http.coding import choose_encoding, compressed
+from registry.http.conditional import (
+    IMMUTABLE,
+    Unsatisfiable,
+    not_modified,
+    range_not_satisfiable,
+    requested_span,
+)
+from registry.http.streaming import OCTETS, coalesce, empty_response, open_stream
+from registry.services.blob_serving import plan_blob_download
+from registry.services.context import RegistryContext
+
+VARY = {"Vary": "Accept-Encoding"}
+
+
+async def serve_blob(
+    request: Request, ctx: RegistryContext, sha256: str, *, is_head: bool
+) -> Response[Any]:
+    etag = f'"{sha256}"'
+    unchanged = not_modified(request, etag)
+    ranged = request.headers.get("range") is not None
+    plan = await anyio.to_thread.run_sync(
+        partial(
+            plan_blob_download,
+            ctx,
+            sha256,
+            send_body=not (is_head or unchanged),
+            coding=None if ranged else choose_encoding(request.headers.get("accept-encoding")),
+        )
+    )
+    headers = {"ETag": etag, "Cache-Control": IMMUTABLE, "Accept-Ranges": "bytes", **VARY}
+    if unchanged:
+        return empty_response(304, headers)
+    if is_head:
+        return empty_response(200, {**headers, "Content-Length": str(plan.size)})
+    if plan.redirect_url:
+        return empty_response(
+            307, {"Location": plan.redirect_url, "Cache-Control": "no-store", **VARY}
+        )
+    if ranged:
+        try:
+            span = requested_span(request, etag, plan.size)
+        except Unsatisfiable:
+            response = range_not_satisfiable(request, plan.size, "the blob")
+            response.headers.update(VARY)
+            return response
+        headers.update(span.headers())
+        body = await open_stream(lambda: plan.iter_bytes(span.start, span.end))
+        return Stream(body, status_code=span.status, headers=headers, media_type=OCTETS)
+    if plan.coding is not None:
+        coding = plan.coding
+        body = await open_stream(lambda: coalesce(compressed(plan.iter_bytes(), coding)))
+        return Stream(
+            body,
+            status_code=200,
+            headers={**headers, "Content-Encoding": coding},
+            media_type=OCTETS,
+        )
+    body = await open_stream(plan.iter_bytes)
+    return Stream(
+        body,
+        status_code=200,
+        headers={**headers, "Content-Length": str(plan.size)},
+        media_type=OCTETS,
+    )
+
+
+@get("/blobs/{sha256:str}", summary="A blob's bytes (Range, ETag, Accept-Encoding)")
+async def blob_get(request: Request, ctx: RegistryContext, sha256: str) -> Response[Any]:
+    return await serve_blob(request, ctx, sha256, is_head=False)
+
+
+@head("/blobs/{sha256:str}", summary="A blob's size and ETag (never redirected)")
+async def blob_head(request: Request, ctx: RegistryContext, sha256: str) -> Response[None]:
+    return await serve_blob(request, ctx, sha256, is_head=True)
+
+
+ROUTES: list[Any] = [blob_get, blob_head]

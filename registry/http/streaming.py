@@ -1,0 +1,86 @@
+"""Response bodies from synchronous iterators, with constant memory and a free event loop.
+
+The services and the blob store produce bodies as sync iterators of ~1 MiB
+chunks. ``open_stream`` pulls them one chunk at a time through
+``anyio.to_thread.run_sync``, so the event loop never blocks on a read, and it
+pulls the first chunk before the response starts, so a missing blob or an
+unreachable store still gets a proper error response. Iterators are closed
+when the body ends or the client goes away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+
+import anyio
+import anyio.to_thread
+from litestar import Response
+
+OCTETS = "application/octet-stream"
+STREAM_CHUNK = 256 * 1024  # coalesce small pieces (zip headers, compressor output) to this
+
+
+def close_iterator(it: object) -> None:
+    """Close ``it`` if it can be closed (generators, store readers)."""
+    close = getattr(it, "close", None)
+    if close is not None:
+        close()
+
+
+def coalesce(chunks: Iterable[bytes], target: int = STREAM_CHUNK) -> Iterator[bytes]:
+    """Join small chunks into pieces of at least ``target`` bytes (big ones pass as they are)."""
+    buf: list[bytes] = []
+    n = 0
+    try:
+        for chunk in chunks:
+            if not chunk:
+                continue
+            if not n and len(chunk) >= target:
+                yield chunk
+                continue
+            buf.append(chunk)
+            n += len(chunk)
+            if n >= target:
+                yield b"".join(buf)
+                buf, n = [], 0
+        if buf:
+            yield b"".join(buf)
+    finally:
+        close_iterator(chunks)
+
+
+async def open_stream(make: Callable[[], Iterator[bytes]]) -> AsyncIterator[bytes]:
+    """Start a sync iterator in a worker thread and pull its first chunk there.
+
+    Errors before the first byte (a missing blob, an unreachable store) surface
+    here, while a proper error response can still be sent.
+    """
+
+    def start() -> tuple[Iterator[bytes], bytes | None]:
+        it = make()
+        try:
+            return it, next(it, None)
+        except BaseException:
+            close_iterator(it)
+            raise
+
+    it, first = await anyio.to_thread.run_sync(start)
+    return _drain(it, first)
+
+
+async def _drain(it: Iterator[bytes], first: bytes | None) -> AsyncIterator[bytes]:
+    try:
+        chunk = first
+        while chunk is not None:
+            yield chunk
+            chunk = await anyio.to_thread.run_sync(next, it, None)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(close_iterator, it)
+
+
+def empty_response(
+    status: int, headers: dict[str, str], media_type: str = OCTETS
+) -> Response[bytes]:
+    """A bodiless answer (HEAD, 304, redirects) that keeps the headers it is given."""
+    return Response(b"", status_code=status, headers=headers, media_type=media_type)
