@@ -29,7 +29,7 @@ import hashlib
 import json
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -162,7 +162,7 @@ class Change:
 
     file: WeightsFile
     new: tuple[tuple[int, int], ...]
-    dropped: tuple[tuple[int, int], ...] = field(default=())
+    dropped: tuple[tuple[int, int], ...] = ()
 
     @property
     def changed_bytes(self) -> int:
