@@ -1,3 +1,11 @@
-"""Carton Registry: a content-addressed registry and dedup store for .carton model packages."""
+"""Carton Registry: a content-addressed registry and dedup store for .carton model packages.
+
+Dependencies point down: ``http/`` (and ``app``, which assembles it) and ``cli/`` ->
+``services/`` -> ``carton/``, ``triton/``, ``blobstore/``, ``db/``; ``client/`` stands
+beside them on ``carton/`` alone. ``settings`` and ``errors`` serve every layer
+(``errors`` imports nothing; ``settings`` only the carton format's limits and sizes).
+Each package's docstring says what lives there and what it may import;
+``tests/unit/test_layering.py`` holds them to it. This module holds ``__version__`` only.
+"""
 
 __version__ = "0.1.0"

@@ -30,20 +30,20 @@ class InvalidRequest(RegistryError):
     """The request is malformed or breaks a documented rule."""
 
 
-class AuthenticationRequired(RegistryError):
+class AuthRefusal(RegistryError):
+    """Base of the two auth kinds: ``challenge`` tells the client how to authenticate."""
+
+    def __init__(self, message: str, *, challenge: str = "") -> None:
+        super().__init__(message)
+        self.challenge = challenge
+
+
+class AuthenticationRequired(AuthRefusal):
     """No token, or one the registry does not know."""
 
-    def __init__(self, message: str, *, challenge: str = "") -> None:
-        super().__init__(message)
-        self.challenge = challenge
 
-
-class PermissionDenied(RegistryError):
+class PermissionDenied(AuthRefusal):
     """A known token whose scopes do not cover the request."""
-
-    def __init__(self, message: str, *, challenge: str = "") -> None:
-        super().__init__(message)
-        self.challenge = challenge
 
 
 class NotFound(RegistryError):

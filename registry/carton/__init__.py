@@ -1,5 +1,11 @@
 """The carton format: zip read/write, carton.toml, MANIFEST, LINKS, tensor_data.
 
+What lives here: reading (``zipread`` the archive, ``zipchecks`` the distrust checks,
+``member`` one member's verified bytes, ``limits`` what an archive is held to) and
+writing (``zipwrite``, byte-deterministic), with ``zipformat`` the zip records both
+share; the files inside a carton: ``config`` (carton.toml), ``manifest``, ``links``,
+``tensor_data``; ``inspect`` (validate and describe a local file); ``errors``.
+
 Imports nothing else of ``registry`` (only the standard library, numpy, tomli_w and
 backports.zstd): it is the bottom of the tree. So the stdlib-only helpers that every
 layer shares live here too, and the blob store, services, HTTP layer and client import

@@ -232,6 +232,33 @@ def _section_list(raw: dict, key: str) -> list[dict]:
     return lst
 
 
+# A self test or example: name, description, inputs, outputs.
+_Case = tuple[str | None, str | None, dict[str, str], dict[str, str] | None]
+
+# [[self_test]] and [[example]]: the plural their errors use, the prefixes their
+# references may take, the key of their outputs and whether it is required.
+_CASE_SECTIONS: dict[str, tuple[str, tuple[str, ...], str, bool]] = {
+    "self_test": ("self tests", (TENSOR_REF_PREFIX,), "expected_out", False),
+    "example": ("examples", (TENSOR_REF_PREFIX, MISC_REF_PREFIX), "sample_out", True),
+}
+
+
+def _cases(raw: dict, section: str, in_names: set[str], out_names: set[str]) -> list[_Case]:
+    """(name, description, inputs, outputs) of each table of ``section``, checked."""
+    label, prefixes, outputs_key, outputs_required = _CASE_SECTIONS[section]
+    cases: list[_Case] = []
+    for i, d in enumerate(_section_list(raw, section)):
+        where = f"{section}[{i}]"
+        if not in_names and not out_names:
+            raise _err(f"{where}: {label} need inputs and outputs declared")
+        ins = _ref_table(d, "inputs", where, prefixes, in_names, "input", True)
+        outs = _ref_table(d, outputs_key, where, prefixes, out_names, "output", outputs_required)
+        assert ins is not None
+        name = _opt_str(d, "name", f"{where}: ")
+        cases.append((name, _opt_str(d, "description", f"{where}: "), ins, outs))
+    return cases
+
+
 def parse_carton_toml(data: bytes | str) -> CartonConfig:
     """Parse carton.toml; raise CartonFormatError naming the first broken rule."""
     if isinstance(data, bytes | bytearray | memoryview):
@@ -274,42 +301,8 @@ def parse_carton_toml(data: bytes | str) -> CartonConfig:
     in_names = {s.name for s in inputs}
     out_names = {s.name for s in outputs}
 
-    self_tests: list[SelfTest] = []
-    for i, d in enumerate(_section_list(raw, "self_test")):
-        where = f"self_test[{i}]"
-        if not inputs and not outputs:
-            raise _err(f"{where}: self tests need inputs and outputs declared")
-        tin = _ref_table(d, "inputs", where, (TENSOR_REF_PREFIX,), in_names, "input", True)
-        tout = _ref_table(
-            d, "expected_out", where, (TENSOR_REF_PREFIX,), out_names, "output", False
-        )
-        assert tin is not None
-        self_tests.append(
-            SelfTest(
-                _opt_str(d, "name", f"{where}: "),
-                _opt_str(d, "description", f"{where}: "),
-                tin,
-                tout,
-            )
-        )
-
-    examples: list[Example] = []
-    refs = (TENSOR_REF_PREFIX, MISC_REF_PREFIX)
-    for i, d in enumerate(_section_list(raw, "example")):
-        where = f"example[{i}]"
-        if not inputs and not outputs:
-            raise _err(f"{where}: examples need inputs and outputs declared")
-        ein = _ref_table(d, "inputs", where, refs, in_names, "input", True)
-        eout = _ref_table(d, "sample_out", where, refs, out_names, "output", True)
-        assert ein is not None and eout is not None
-        examples.append(
-            Example(
-                _opt_str(d, "name", f"{where}: "),
-                _opt_str(d, "description", f"{where}: "),
-                ein,
-                eout,
-            )
-        )
+    self_tests = [SelfTest(*case) for case in _cases(raw, "self_test", in_names, out_names)]
+    examples = [Example(*case) for case in _cases(raw, "example", in_names, out_names)]
 
     runner = raw.get("runner")
     if not isinstance(runner, dict):

@@ -7,10 +7,11 @@ What lives here: ``client_commands`` (``push``, ``pull``, ``hydrate``, ``ls``,
 here the parser built from their parts, and ``main``.
 
 It may import ``registry.client``, ``services/``, ``carton/`` (``inspect``
-reads a local file), ``settings`` and ``errors``; ``serve`` and ``db upgrade``
-also reach the app factory and the migrations. Nothing else of ours imports
-it. What only some commands need is imported inside them, so ``push`` on a
-laptop starts fast.
+reads a local file), ``settings``, ``errors`` and the blob store's errors (``gc``
+and ``fsck`` report them); ``serve`` and ``db upgrade`` also reach the app factory
+(``registry.app``) and the migrations (``db.engine``, ``db.migrate``). Nothing else
+of ours imports it. What only some commands need is imported inside them, so
+``push`` on a laptop starts fast.
 
 Exit codes: 0 success, 1 failure, 2 usage error or refusal to start.
 """

@@ -2,6 +2,6 @@
 dialect-aware statements the services share (``queries``) and migrations (``migrate``,
 which runs the Alembic scripts of ``migrations/``).
 
-Imports SQLAlchemy and Alembic only: never the services, the blob store or anything
-above them.
+Imports SQLAlchemy, Alembic and its own scripts (``registry.migrations``) only: never
+the services, the blob store or anything above them.
 """

@@ -97,7 +97,7 @@ def error_response(request: Request, status: int, message: str) -> Response:
 
 def handle_registry_error(request: Request, exc: Exception) -> Response:
     response = error_response(request, status_of(exc), str(exc))
-    if isinstance(exc, errors.AuthenticationRequired | errors.PermissionDenied) and exc.challenge:
+    if isinstance(exc, errors.AuthRefusal) and exc.challenge:
         response.headers["WWW-Authenticate"] = exc.challenge
     if isinstance(exc, errors.Unavailable) and exc.retry_after is not None:
         response.headers["Retry-After"] = str(exc.retry_after)

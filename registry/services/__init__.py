@@ -9,12 +9,17 @@ edge maps them all). Where things are:
   (rows second); ``blobs`` (single-blob uploads, dedup queries); ``linkfetch`` (LINKS,
   allow-listed and pinned); ``leases`` (pushes vs GC); ``uploads`` (spooled bodies)
 - reads: ``cartons``, ``models``, ``listing`` (the model list and its index columns),
-  ``references`` (name, name:version, name@tag, hash), ``stats``, ``webviews`` (pages)
-- writes: ``tags``, ``deletes``; pull: ``export`` (rebuilt slim/full cartons)
-- maintenance: ``gc``, ``fsck``; ``auth`` (tokens); ``triton`` (the v2 protocol)
+  ``references`` (name, name:version, name@tag, hash), ``stats``, ``webviews`` (pages),
+  ``lookups`` (reads that open their own session, for callers that hold none)
+- writes: ``tags``, ``deletes``; pull: ``export`` (rebuilt slim/full cartons),
+  ``blob_serving`` (a blob download: presigned redirect, identity or compressed bytes)
+- maintenance: ``gc``, ``fsck``, ``health`` (readiness); ``auth`` (tokens);
+  ``triton/`` (the v2 protocol, its own package)
 - shared: ``names`` (name, version and digest rules), ``rendering`` (JSON values),
   ``caches`` and ``observers`` (what the context holds between calls)
 
 May import ``registry.carton``, ``registry.blobstore``, ``registry.db``,
-``registry.settings`` and ``registry.errors``; never ``registry.http`` or the CLI.
+``registry.settings`` and ``registry.errors`` (``triton/`` also ``registry.triton`` and
+the package's ``__version__``); never ``registry.http``, ``registry.app`` or the CLI.
+``tests/unit/test_layering.py`` holds every package to its sentence.
 """

@@ -46,6 +46,24 @@ def _diffs(mask: np.ndarray, expected: np.ndarray, actual: np.ndarray) -> list[E
     return out
 
 
+def _verdict(
+    result: OutputComparison,
+    mismatch: np.ndarray,
+    expected: np.ndarray,
+    actual: np.ndarray,
+    how: str,
+) -> OutputComparison:
+    """``result`` passed, or failed with how many elements differ (``how``) and where."""
+    count = int(mismatch.sum())
+    result.mismatched_elements = count
+    if count:
+        result.reason = f"{count} of {mismatch.size} {how}"
+        result.mismatches = _diffs(mismatch, expected, actual)
+    else:
+        result.passed = True
+    return result
+
+
 def compare_output(expected: WireTensor, actual: WireTensor | None) -> OutputComparison:
     """Compare one output; ``actual`` None means the response did not carry it."""
     result = OutputComparison(
@@ -77,14 +95,7 @@ def compare_output(expected: WireTensor, actual: WireTensor | None) -> OutputCom
             if exp.size
             else np.zeros(exp.shape, dtype=bool)
         )
-        count = int(mismatch.sum())
-        result.mismatched_elements = count
-        if count:
-            result.reason = f"{count} of {exp.size} string element(s) differ"
-            result.mismatches = _diffs(mismatch, exp_b, act_b)
-        else:
-            result.passed = True
-        return result
+        return _verdict(result, mismatch, exp_b, act_b, "string element(s) differ")
     e64 = exp.astype(np.float64)
     a64 = act.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -96,12 +107,4 @@ def compare_output(expected: WireTensor, actual: WireTensor | None) -> OutputCom
         result.max_abs_diff = _finite(float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))))
     else:
         result.max_abs_diff = 0.0
-    mismatch = ~close
-    count = int(mismatch.sum())
-    result.mismatched_elements = count
-    if count:
-        result.reason = f"{count} of {exp.size} element(s) differ beyond rtol={RTOL}, atol={ATOL}"
-        result.mismatches = _diffs(mismatch, exp, act)
-    else:
-        result.passed = True
-    return result
+    return _verdict(result, ~close, exp, act, f"element(s) differ beyond rtol={RTOL}, atol={ATOL}")

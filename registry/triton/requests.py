@@ -39,12 +39,17 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     return body
 
 
+def _flag(body: dict[str, Any], key: str) -> bool:
+    """An optional boolean member of a request body: false when absent."""
+    value = body.get(key, False)
+    if not isinstance(value, bool):
+        raise TritonFormatError(f'"{key}" must be a boolean')
+    return value
+
+
 def parse_index_body(raw: bytes) -> bool:
     """The index request: ``{"ready": true}`` asks for READY versions only."""
-    ready = parse_json_object(raw).get("ready", False)
-    if not isinstance(ready, bool):
-        raise TritonFormatError('"ready" must be a boolean')
-    return ready
+    return _flag(parse_json_object(raw), "ready")
 
 
 def parse_load_body(raw: bytes) -> dict[str, Any]:
@@ -59,10 +64,7 @@ def parse_load_body(raw: bytes) -> dict[str, Any]:
 
 def parse_unload_body(raw: bytes) -> bool:
     """The unload request's ``unload_dependents`` (a model has no dependents here)."""
-    dependents = parse_load_body(raw).get("unload_dependents", False)
-    if not isinstance(dependents, bool):
-        raise TritonFormatError('"unload_dependents" must be a boolean')
-    return dependents
+    return _flag(parse_load_body(raw), "unload_dependents")
 
 
 @dataclass(frozen=True)
