@@ -50,6 +50,8 @@ class Settings:
     s3_presign_downloads: bool = False
     public_url: str = f"http://127.0.0.1:{DEFAULT_PORT}"
     slim_inline_max_bytes: int = 64 * KiB
+    # Files larger than this are stored as content-defined chunks in packs; others whole.
+    chunk_min_file_bytes: int = 64 * KiB
     max_upload_bytes: int = 64 * GiB
     max_unpacked_bytes: int = _ARCHIVE.max_unpacked_bytes
     max_members: int = _ARCHIVE.max_members
@@ -104,6 +106,7 @@ class Settings:
                 values[key] = v
         for name, key in [
             ("SLIM_INLINE_MAX_BYTES", "slim_inline_max_bytes"),
+            ("CHUNK_MIN_FILE_BYTES", "chunk_min_file_bytes"),
             ("MAX_UPLOAD_BYTES", "max_upload_bytes"),
             ("MAX_UNPACKED_BYTES", "max_unpacked_bytes"),
             ("MAX_MEMBERS", "max_members"),

@@ -4,7 +4,9 @@ Key layout (the same for every backend, under the filesystem root or the S3
 ``bucket/prefix``)::
 
     sha256/ab/cd/abcd0123...<64 lowercase hex>   a published blob (final name)
+    packs/ab/ab01...<32 lowercase hex>           a pack: chunks back to back (name is random)
     tmp/<sha256>.<random>.tmp                    an upload in progress (filesystem)
+    tmp/pack-<name>.<random>.tmp                 a pack being written (filesystem)
 
 ``ab`` and ``cd`` are the first two and the next two hex digits of the digest.
 A blob is published under its final name only once its bytes have been hashed
@@ -14,6 +16,11 @@ later writer of the same digest (the bytes are identical by construction).
 The S3 backend writes no temp objects: large blobs are multipart uploads to the
 final key, invisible until completed; incomplete ones are what
 ``clean_stale_uploads`` aborts.
+
+Packs hold content-defined chunks of large files (docs/chunk-store.md); which
+bytes of which pack make up a file is the index's business, not the store's. A
+pack is written by one ``PackWriter`` (appends, then ``commit`` publishes it
+atomically, ``abort`` leaves nothing visible) and never changes afterwards.
 
 Ranges are half-open: ``open(sha, start, end)`` yields bytes ``[start, end)``;
 ``end=None`` means to the end of the blob. Ranges reaching past the end of the
@@ -25,6 +32,8 @@ from __future__ import annotations
 
 import abc
 import io
+import re
+import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,15 +41,25 @@ from pathlib import Path
 from typing import BinaryIO
 
 from registry.carton.digests import is_sha256
-from registry.carton.streams import CHUNK
+from registry.carton.streams import CHUNK, read_full
 
 BLOB_DIR = "sha256"
+PACK_DIR = "packs"
 TMP_DIR = "tmp"
+
+_PACK_NAME_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
 @dataclass(frozen=True)
 class BlobInfo:
     sha256: str
+    size: int
+    modified: datetime  # timezone-aware, UTC
+
+
+@dataclass(frozen=True)
+class PackInfo:
+    name: str
     size: int
     modified: datetime  # timezone-aware, UTC
 
@@ -62,6 +81,22 @@ def validate_sha256(sha256: object) -> str:
 def blob_key(sha256: str) -> str:
     """The key of a blob relative to the store root: ``sha256/ab/cd/<hex>``."""
     return f"{BLOB_DIR}/{sha256[0:2]}/{sha256[2:4]}/{sha256}"
+
+
+def new_pack_name() -> str:
+    """A fresh pack name: 32 random hex digits (S3 needs the key before the first byte)."""
+    return secrets.token_hex(16)
+
+
+def is_pack_name(value: object) -> bool:
+    return isinstance(value, str) and _PACK_NAME_RE.match(value) is not None
+
+
+def pack_key(name: str) -> str:
+    """The key of a pack relative to the store root: ``packs/ab/<name>``."""
+    if not is_pack_name(name):
+        raise ValueError(f"not a pack name (32 lowercase hex digits): {name!r}")
+    return f"{PACK_DIR}/{name[0:2]}/{name}"
 
 
 def validate_range(start: int, end: int | None) -> None:
@@ -111,6 +146,26 @@ class RangeReader(io.RawIOBase):
                 self._raw.close()
             finally:
                 super().close()
+
+
+class PackWriter(abc.ABC):
+    """One pack being written: ``write`` appends, ``commit`` publishes, ``abort`` discards."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.size = 0
+
+    @abc.abstractmethod
+    def write(self, data: bytes) -> None:
+        """Append ``data`` (held in at most one part's buffer before it goes out)."""
+
+    @abc.abstractmethod
+    def commit(self) -> None:
+        """Make the pack durable and visible under its key; nothing else may be written."""
+
+    @abc.abstractmethod
+    def abort(self) -> None:
+        """Discard what was written (best effort; stale uploads are cleaned later)."""
 
 
 class BlobStore(abc.ABC):
@@ -189,6 +244,49 @@ class BlobStore(abc.ABC):
 
     def local_path(self, sha256: str) -> Path | None:
         """The blob's file on the local filesystem (for sendfile), or None."""
+        return None
+
+    # -- packs ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def new_pack(self, name: str) -> PackWriter:
+        """Start writing the pack ``name`` (from ``new_pack_name``)."""
+
+    @abc.abstractmethod
+    def open_pack(self, name: str, start: int = 0, end: int | None = None) -> BinaryIO:
+        """A readable stream of the pack's bytes ``[start, end)``; ``BlobNotFound`` if absent."""
+
+    def read_pack(self, name: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of a pack, exactly (short only if the pack is shorter)."""
+        with self.open_pack(name, start, end) as f:
+            return read_full(f, end - start)
+
+    def iter_pack_ranges(
+        self, ranges: Iterable[tuple[str, int, int]], chunk_size: int = CHUNK
+    ) -> Iterator[bytes]:
+        """The bytes of every (pack, start, end) range in turn; backends may read ahead."""
+        for name, start, end in ranges:
+            with self.open_pack(name, start, end) as f:
+                while True:
+                    data = f.read(chunk_size)
+                    if not data:
+                        break
+                    yield data
+
+    @abc.abstractmethod
+    def pack_size(self, name: str) -> int | None:
+        """The size of the pack, or None if absent."""
+
+    @abc.abstractmethod
+    def iter_packs(self) -> Iterator[PackInfo]:
+        """Every stored pack (order unspecified)."""
+
+    @abc.abstractmethod
+    def delete_pack(self, name: str) -> bool:
+        """Delete the pack; True if something was deleted."""
+
+    def local_pack_path(self, name: str) -> Path | None:
+        """The pack's file on the local filesystem (for sendfile), or None."""
         return None
 
     # -- lifecycle -------------------------------------------------------------

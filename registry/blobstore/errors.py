@@ -41,3 +41,11 @@ class BlobDigestMismatch(BlobStoreError):
 
 class BlobStoreUnavailable(BlobStoreError):
     """The backend cannot be reached or cannot be written; retrying later may succeed."""
+
+
+class PackNotFound(BlobStoreUnavailable):
+    """A pack the index names is not in the store: data was lost (run fsck), not a 404."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"pack {name} is missing from the blob store (run fsck)")
+        self.name = name

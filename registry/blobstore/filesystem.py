@@ -22,16 +22,26 @@ from typing import BinaryIO
 
 from registry.blobstore.base import (
     BLOB_DIR,
+    PACK_DIR,
     TMP_DIR,
     BlobInfo,
     BlobStore,
+    PackInfo,
+    PackWriter,
     PutResult,
     RangeReader,
     blob_key,
+    is_pack_name,
+    pack_key,
     validate_range,
     validate_sha256,
 )
-from registry.blobstore.errors import BlobDigestMismatch, BlobNotFound, BlobStoreUnavailable
+from registry.blobstore.errors import (
+    BlobDigestMismatch,
+    BlobNotFound,
+    BlobStoreUnavailable,
+    PackNotFound,
+)
 from registry.carton.digests import is_sha256
 from registry.carton.streams import hash_stream
 
@@ -56,6 +66,7 @@ class FilesystemBlobStore(BlobStore):
         self.root = Path(root).expanduser().absolute()
         self.tmp_dir = self.root / TMP_DIR
         self.blob_dir = self.root / BLOB_DIR
+        self.pack_dir = self.root / PACK_DIR
 
     def __repr__(self) -> str:
         return f"FilesystemBlobStore({str(self.root)!r})"
@@ -134,14 +145,7 @@ class FilesystemBlobStore(BlobStore):
             f = open(path, "rb")  # noqa: SIM115 - returned to the caller
         except FileNotFoundError:
             raise BlobNotFound(sha256) from None
-        if start == 0 and end is None:
-            return f
-        try:
-            f.seek(start)
-        except BaseException:
-            f.close()
-            raise
-        return RangeReader(f, None if end is None else end - start)  # type: ignore[return-value]
+        return _ranged(f, start, end)
 
     def stat(self, sha256: str) -> int | None:
         try:
@@ -181,6 +185,57 @@ class FilesystemBlobStore(BlobStore):
         except FileNotFoundError:
             return False
 
+    # -- packs ---------------------------------------------------------------------
+
+    def pack_path(self, name: str) -> Path:
+        return self.root / pack_key(name)
+
+    def new_pack(self, name: str) -> PackWriter:
+        final = self.pack_path(name)
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f"pack-{name}.", suffix=".tmp", dir=self.tmp_dir)
+        return _FilePackWriter(name, fd, Path(tmp), final)
+
+    def open_pack(self, name: str, start: int = 0, end: int | None = None) -> BinaryIO:
+        validate_range(start, end)
+        try:
+            f = open(self.pack_path(name), "rb")  # noqa: SIM115 - returned to the caller
+        except FileNotFoundError:
+            raise PackNotFound(name) from None
+        return _ranged(f, start, end)
+
+    def pack_size(self, name: str) -> int | None:
+        try:
+            return self.pack_path(name).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def local_pack_path(self, name: str) -> Path | None:
+        path = self.pack_path(name)
+        return path if path.is_file() else None
+
+    def iter_packs(self) -> Iterator[PackInfo]:
+        if not self.pack_dir.is_dir():
+            return
+        for shard in sorted(os.scandir(self.pack_dir), key=lambda e: e.name):
+            if not shard.is_dir(follow_symlinks=False) or len(shard.name) != 2:
+                continue
+            for entry in sorted(os.scandir(shard.path), key=lambda e: e.name):
+                if not is_pack_name(entry.name) or entry.name[0:2] != shard.name:
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                yield PackInfo(entry.name, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+
+    def delete_pack(self, name: str) -> bool:
+        try:
+            self.pack_path(name).unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
     def clean_stale_uploads(self, older_than_seconds: float) -> int:
         if not self.tmp_dir.is_dir():
             return 0
@@ -204,3 +259,48 @@ class FilesystemBlobStore(BlobStore):
             self.tmp_dir, os.W_OK | os.X_OK
         ):
             raise BlobStoreUnavailable(f"blob store folder {self.root} is not writable")
+
+
+def _ranged(f: BinaryIO, start: int, end: int | None) -> BinaryIO:
+    """``f`` positioned at ``start`` and limited to ``end`` (closed on failure)."""
+    if start == 0 and end is None:
+        return f
+    try:
+        f.seek(start)
+    except BaseException:
+        f.close()
+        raise
+    return RangeReader(f, None if end is None else end - start)  # type: ignore[return-value]
+
+
+class _FilePackWriter(PackWriter):
+    """Appends to a temp file; ``commit`` fsyncs it and renames it into place."""
+
+    def __init__(self, name: str, fd: int, tmp: Path, final: Path) -> None:
+        super().__init__(name)
+        self._out = os.fdopen(fd, "wb")
+        self._tmp = tmp
+        self._final = final
+
+    def write(self, data: bytes) -> None:
+        self._out.write(data)
+        self.size += len(data)
+
+    def commit(self) -> None:
+        try:
+            self._out.flush()
+            os.fsync(self._out.fileno())
+            self._out.close()
+            os.chmod(self._tmp, 0o444)
+            self._final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(self._tmp, self._final)  # a fresh random name: nothing to overwrite
+            _fsync_dir(self._final.parent)
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            self._out.close()
+        with contextlib.suppress(FileNotFoundError):
+            self._tmp.unlink()

@@ -12,17 +12,21 @@ from typing import BinaryIO
 from registry.blobstore.base import (
     BlobInfo,
     BlobStore,
+    PackInfo,
+    PackWriter,
     PutResult,
+    pack_key,
     validate_range,
     validate_sha256,
 )
-from registry.blobstore.errors import BlobDigestMismatch, BlobNotFound
+from registry.blobstore.errors import BlobDigestMismatch, BlobNotFound, PackNotFound
 
 
 class MemoryBlobStore(BlobStore):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._blobs: dict[str, tuple[bytes, datetime]] = {}
+        self._packs: dict[str, tuple[bytes, datetime]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryBlobStore({len(self._blobs)} blobs)"
@@ -69,8 +73,62 @@ class MemoryBlobStore(BlobStore):
         with self._lock:
             return self._blobs.pop(sha256, None) is not None
 
+    # -- packs ---------------------------------------------------------------------
+
+    def new_pack(self, name: str) -> PackWriter:
+        pack_key(name)
+        return _MemoryPackWriter(self, name)
+
+    def _pack(self, name: str) -> bytes:
+        pack_key(name)
+        with self._lock:
+            entry = self._packs.get(name)
+        if entry is None:
+            raise PackNotFound(name)
+        return entry[0]
+
+    def open_pack(self, name: str, start: int = 0, end: int | None = None) -> BinaryIO:
+        validate_range(start, end)
+        return io.BytesIO(self._pack(name)[start:end])
+
+    def pack_size(self, name: str) -> int | None:
+        pack_key(name)
+        with self._lock:
+            entry = self._packs.get(name)
+        return None if entry is None else len(entry[0])
+
+    def iter_packs(self) -> Iterator[PackInfo]:
+        with self._lock:
+            items = list(self._packs.items())
+        for name, (data, modified) in items:
+            yield PackInfo(name, len(data), modified)
+
+    def delete_pack(self, name: str) -> bool:
+        pack_key(name)
+        with self._lock:
+            return self._packs.pop(name, None) is not None
+
     def clean_stale_uploads(self, older_than_seconds: float) -> int:
         return 0  # uploads are never left half-done in memory
 
     def check_available(self) -> None:
         return None
+
+
+class _MemoryPackWriter(PackWriter):
+    def __init__(self, store: MemoryBlobStore, name: str) -> None:
+        super().__init__(name)
+        self._store = store
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self._parts.append(bytes(data))
+        self.size += len(data)
+
+    def commit(self) -> None:
+        with self._store._lock:
+            self._store._packs[self.name] = (b"".join(self._parts), datetime.now(UTC))
+        self._parts = []
+
+    def abort(self) -> None:
+        self._parts = []

@@ -7,7 +7,8 @@ written with one ``PutObject`` (``If-None-Match: *`` where supported). A larger
 one is a multipart upload straight to the final key, hashed while its parts
 stream; it is completed only if the digest matches and aborted otherwise or
 on any error, so nothing becomes visible. Every connectivity problem
-surfaces as ``BlobStoreUnavailable``.
+surfaces as ``BlobStoreUnavailable``. Packs (``s3packs``) share the client,
+the key reader and the lister.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any, BinaryIO
 
@@ -38,6 +41,7 @@ from registry.blobstore.s3client import (
     is_unsupported,
     make_client,
 )
+from registry.blobstore.s3packs import S3Packs
 from registry.carton.digests import is_sha256
 from registry.carton.streams import MiB, hash_stream, read_full
 
@@ -45,7 +49,7 @@ MIN_PART_SIZE = 5 * MiB
 MAX_PARTS = 10_000
 
 
-class S3BlobStore(BlobStore):
+class S3BlobStore(S3Packs, BlobStore):
     def __init__(
         self,
         bucket: str,
@@ -70,6 +74,15 @@ class S3BlobStore(BlobStore):
         self._owns_client = client is None
         self.client = client if client is not None else make_client(endpoint_url, region)
         self._if_none_match = True  # cleared when the server rejects the header
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    def _pool(self) -> ThreadPoolExecutor:
+        """Threads for pack part uploads and read-ahead, shared by every caller of this store."""
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(8, thread_name_prefix="s3-io")
+            return self._executor
 
     def __repr__(self) -> str:
         where = f" at {self.endpoint_url}" if self.endpoint_url else ""
@@ -245,11 +258,15 @@ class S3BlobStore(BlobStore):
     # -- reading ---------------------------------------------------------------
 
     def open(self, sha256: str, start: int = 0, end: int | None = None) -> BinaryIO:
+        return self._open_key(self.key_for(sha256), start, end, lambda: BlobNotFound(sha256))
+
+    def _open_key(
+        self, key: str, start: int, end: int | None, missing: Callable[[], Exception]
+    ) -> BinaryIO:
         validate_range(start, end)
-        key = self.key_for(sha256)
         if end is not None and end == start:
-            if self.stat(sha256) is None:
-                raise BlobNotFound(sha256)
+            if self._stat_key(key) is None:
+                raise missing()
             return io.BytesIO(b"")
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
         if start or end is not None:
@@ -259,11 +276,11 @@ class S3BlobStore(BlobStore):
                 resp = self.client.get_object(**kwargs)
             except Exception as exc:
                 if is_not_found(exc):
-                    raise BlobNotFound(sha256) from None
+                    raise missing() from None
                 if error_code(exc) == "InvalidRange" or http_status(exc) == 416:
-                    # start at or past the end of the blob: an empty range
-                    if self.stat(sha256) is None:
-                        raise BlobNotFound(sha256) from None
+                    # start at or past the end of the object: an empty range
+                    if self._stat_key(key) is None:
+                        raise missing() from None
                     return io.BytesIO(b"")
                 raise
         body = resp["Body"]
@@ -273,7 +290,9 @@ class S3BlobStore(BlobStore):
         )
 
     def stat(self, sha256: str) -> int | None:
-        key = self.key_for(sha256)
+        return self._stat_key(self.key_for(sha256))
+
+    def _stat_key(self, key: str) -> int | None:
         with self._translate(f"looking up {key}"):
             try:
                 resp = self.client.head_object(Bucket=self.bucket, Key=key)
@@ -284,23 +303,33 @@ class S3BlobStore(BlobStore):
         return int(resp["ContentLength"])
 
     def iter_blobs(self) -> Iterator[BlobInfo]:
+        for name, size, modified in self._list(BLOB_DIR, blob_key, is_sha256, "blobs"):
+            yield BlobInfo(name, size, modified)
+
+    def _list(
+        self,
+        folder: str,
+        canonical: Callable[[str], str],
+        valid: Callable[[object], bool],
+        what: str,
+    ) -> Iterator[tuple[str, int, datetime]]:
+        """(name, size, modified) of every object under ``folder`` at its canonical key."""
         paginator = self.client.get_paginator("list_objects_v2")
-        pages = paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}{BLOB_DIR}/")
-        it = iter(pages)
+        it = iter(paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}{folder}/"))
         while True:
-            with self._translate("listing blobs"):
+            with self._translate(f"listing {what}"):
                 page = next(it, None)
             if page is None:
                 return
             for obj in page.get("Contents", []):
                 key: str = obj["Key"]
                 name = key.rsplit("/", 1)[-1]
-                if not is_sha256(name) or key != self.prefix + blob_key(name):
+                if not valid(name) or key != self.prefix + canonical(name):
                     continue
                 modified = obj["LastModified"]
                 if modified.tzinfo is None:
                     modified = modified.replace(tzinfo=UTC)
-                yield BlobInfo(name, int(obj["Size"]), modified.astimezone(UTC))
+                yield name, int(obj["Size"]), modified.astimezone(UTC)
 
     # -- deleting / maintenance -----------------------------------------------
 
@@ -316,7 +345,7 @@ class S3BlobStore(BlobStore):
         cutoff = datetime.now(UTC) - timedelta(seconds=older_than_seconds)
         removed = 0
         paginator = self.client.get_paginator("list_multipart_uploads")
-        it = iter(paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}{BLOB_DIR}/"))
+        it = iter(paginator.paginate(Bucket=self.bucket, Prefix=self.prefix))
         while True:
             with self._translate("listing incomplete uploads"):
                 page = next(it, None)
@@ -358,6 +387,8 @@ class S3BlobStore(BlobStore):
             self.client.head_bucket(Bucket=self.bucket)
 
     def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
         if self._owns_client:
             with contextlib.suppress(Exception):
                 self.client.close()

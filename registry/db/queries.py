@@ -24,6 +24,18 @@ def insert_ignore(session: Session, table: Table, rows: Sequence[dict[str, Any]]
     session.execute(stmt, list(rows))
 
 
+def insert_ignore_returning(
+    session: Session, table: Table, rows: Sequence[dict[str, Any]], column: Any
+) -> set[Any]:
+    """``insert_ignore``, returning ``column`` of the rows this statement really inserted."""
+    if not rows:
+        return set()
+    dialect = session.get_bind().dialect.name
+    module = postgresql if dialect == "postgresql" else sqlite
+    stmt = module.insert(table).on_conflict_do_nothing().returning(column)
+    return set(session.scalars(stmt, list(rows)))
+
+
 # Bound on the values in one ``IN (...)`` list (SQLite's variable limit, plan size).
 IN_CHUNK = 500
 

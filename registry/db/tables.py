@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -81,6 +83,74 @@ class Blob(Base):
     size: Mapped[int] = mapped_column(BigInteger, nullable=False)
     crc32: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # True: the bytes are read from ``blob_segments`` (chunks in packs), not a whole object.
+    chunked: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=False, server_default=false()
+    )
+
+
+class Pack(Base):
+    """A store object holding chunks back to back (docs/chunk-store.md)."""
+
+    __tablename__ = "packs"
+    __table_args__ = (
+        CheckConstraint("size >= 0", name="size_nonnegative"),
+        CheckConstraint("chunk_count >= 0", name="chunk_count_nonnegative"),
+        CheckConstraint("length(name) = 32", name="name_length"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(32), nullable=False, unique=True)
+    size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    chunk_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    # Per chunk, in pack order: its 32-byte BLAKE3 digest and its length (4 bytes, big-endian).
+    chunk_table: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # Set when GC rewrote the pack's live chunks elsewhere; the object goes after the grace.
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Chunk(Base):
+    """Where a chunk can be read: one copy per distinct chunk (the dedup index)."""
+
+    __tablename__ = "chunks"
+    __table_args__ = (
+        *_sha256_checks("hash"),
+        CheckConstraint("length > 0", name="length_positive"),
+        Index("ix_chunks_pack_id", "pack_id"),
+    )
+
+    hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    pack_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("packs.id", ondelete="CASCADE"), nullable=False
+    )
+    idx: Mapped[int] = mapped_column(Integer, nullable=False)
+    offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    length: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class BlobSegment(Base):
+    """A run of consecutive chunks of one pack; a chunked blob is its segments in order."""
+
+    __tablename__ = "blob_segments"
+    __table_args__ = (
+        CheckConstraint("end_chunk > first_chunk", name="chunks_nonempty"),
+        CheckConstraint("length > 0", name="length_positive"),
+        Index("ix_blob_segments_pack_id", "pack_id"),
+    )
+
+    blob_sha256: Mapped[str] = mapped_column(
+        String(64), ForeignKey("blobs.sha256", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pack_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("packs.id", ondelete="RESTRICT"), nullable=False
+    )
+    first_chunk: Mapped[int] = mapped_column(Integer, nullable=False)
+    end_chunk: Mapped[int] = mapped_column(Integer, nullable=False)
+    file_offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    pack_offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    length: Mapped[int] = mapped_column(BigInteger, nullable=False)
 
 
 class Carton(Base):
@@ -220,6 +290,17 @@ class LeaseBlob(Base):
     )
     # Not a foreign key: the blob row does not exist until the push commits.
     sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
+class LeasePack(Base):
+    __tablename__ = "lease_packs"
+    __table_args__ = (Index("ix_lease_packs_pack_name", "pack_name"),)
+
+    lease_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("upload_leases.id", ondelete="CASCADE"), primary_key=True
+    )
+    # A name, not a foreign key: the pack's row exists only once it is sealed.
+    pack_name: Mapped[str] = mapped_column(String(32), primary_key=True)
 
 
 class ApiToken(Base):
