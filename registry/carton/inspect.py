@@ -14,17 +14,11 @@ from .errors import CartonFormatError
 from .limits import ArchiveLimits
 from .paths import CARTON_TOML, TENSOR_INDEX
 from .streams import MiB
-from .tensor_data import (
-    NESTED,
-    NUMPY_DTYPES,
-    TensorIndexEntry,
-    decode_string_tensor,
-    parse_tensor_index,
-)
+from .tensor_data import TensorIndexEntry, parse_tensor_index
+from .validate import MAX_STRING_TENSOR_CHECK, tensor_problems
 from .zipread import CartonArchive, sha256_member
 
 _MAX_INDEX_BYTES = 16 * MiB
-_MAX_STRING_TENSOR_CHECK = 16 * MiB
 
 
 def _spec_json(s: TensorSpec) -> dict[str, Any]:
@@ -38,32 +32,13 @@ def _spec_json(s: TensorSpec) -> dict[str, Any]:
 
 
 def _check_tensors(archive: CartonArchive, entries: list[TensorIndexEntry]) -> list[str]:
-    """Each tensor file exists in MANIFEST and has the size its dtype x shape needs."""
-    problems: list[str] = []
-    for e in entries:
-        if e.dtype == NESTED or e.path is None or e.shape is None:
-            continue
-        if e.path not in archive.manifest:
-            problems.append(f"{TENSOR_INDEX}: tensor {e.name!r}: {e.path} is not in MANIFEST")
-            continue
-        if e.path not in archive.members:
-            continue  # linked: not checked without fetching
-        size = archive.member_size(e.path)
-        if e.dtype in NUMPY_DTYPES:
-            need = NUMPY_DTYPES[e.dtype].itemsize
-            for d in e.shape:
-                need *= d
-            if size != need:
-                problems.append(
-                    f"{e.path}: {e.dtype} tensor {e.name!r} of shape {list(e.shape)} "
-                    f"needs {need} bytes, has {size}"
-                )
-        elif size <= _MAX_STRING_TENSOR_CHECK:
-            try:
-                decode_string_tensor(archive.read_bytes(e.path, _MAX_STRING_TENSOR_CHECK), e.shape)
-            except CartonFormatError as err:
-                problems.append(f"{e.path}: {err.message}")
-    return problems
+    """tensor_data as push checks it; linked files are not fetched, so not checked."""
+    return tensor_problems(
+        entries,
+        archive.manifest,
+        lambda path: archive.member_size(path) if path in archive.members else None,
+        lambda path: archive.read_bytes(path, MAX_STRING_TENSOR_CHECK),
+    )
 
 
 def inspect_carton(

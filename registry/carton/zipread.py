@@ -10,7 +10,6 @@ which verifies sizes and CRC-32 as it streams.
 from __future__ import annotations
 
 import os
-import posixpath
 import stat
 import struct
 import threading
@@ -26,11 +25,17 @@ from .manifest import Manifest, parse_manifest
 from .member import Member, MemberReader
 from .paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME
 from .streams import hash_stream
-from .zipchecks import ROOT_TOLERATED, check_end_record, check_entry, decode_name
+from .zipchecks import (
+    MAX_SYMLINK_BYTES,
+    ROOT_TOLERATED,
+    check_carton_toml_size,
+    check_end_record,
+    check_entry,
+    check_listed,
+    decode_name,
+    resolve_symlinks,
+)
 from .zipformat import LOCAL_HEADER, LOCAL_MAGIC
-
-_MAX_SYMLINK_BYTES = 4096
-_MAX_SYMLINK_HOPS = 40
 
 
 class _Source:
@@ -45,11 +50,6 @@ class _Source:
         if self._path is not None:
             return open(self._path, "rb"), None, True
         return self._fp, self._lock, False
-
-
-def _list_some(items: list[str], limit: int = 5) -> str:
-    shown = ", ".join(repr(i) for i in items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 class CartonArchive:
@@ -159,22 +159,11 @@ class CartonArchive:
         if LINKS_NAME in self.members:
             self.links = parse_links(self.read_bytes(LINKS_NAME, limits.max_links_bytes))
 
-        extra = sorted(
-            p
-            for p in self.members
-            if p not in (MANIFEST_NAME, LINKS_NAME) and p not in self.manifest
-        )
-        if extra:
-            raise CartonFormatError(f"archive members not listed in MANIFEST: {_list_some(extra)}")
+        check_listed(self.members, self.manifest)
         self._resolve_symlinks(symlinks)
         toml = self.members.get(CARTON_TOML)
         if toml is not None:
-            size = self.members[toml.symlink_target].size if toml.symlink_target else toml.size
-            if size > limits.max_carton_toml_bytes:
-                raise CartonLimitExceeded(
-                    f"{CARTON_TOML} is {size} bytes, more than the limit of "
-                    f"{limits.max_carton_toml_bytes}"
-                )
+            check_carton_toml_size(self.member_size(CARTON_TOML), limits)
 
     def _resolve_symlinks(self, links: list[Member]) -> None:
         """Point every symlink at a regular member inside the carton, or fail."""
@@ -182,29 +171,17 @@ class CartonArchive:
             return
         texts: dict[str, str] = {}
         for m in links:
-            raw = self._read_raw_member(m, _MAX_SYMLINK_BYTES)
+            raw = self._read_raw_member(m, MAX_SYMLINK_BYTES)
             try:
                 texts[m.path] = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise CartonFormatError(f"symlink {m.path!r} target is not UTF-8") from None
-        for m in links:
-            cur, hops = m.path, 0
-            while cur in texts:
-                target = texts[cur]
-                if target.startswith("/") or "\x00" in target or "\\" in target or not target:
-                    raise CartonFormatError(f"symlink {m.path!r} points outside the carton")
-                joined = posixpath.normpath(posixpath.join(posixpath.dirname(cur), target))
-                if joined == ".." or joined.startswith("../") or joined in (".", ""):
-                    raise CartonFormatError(f"symlink {m.path!r} points outside the carton")
-                hops += 1
-                if hops > _MAX_SYMLINK_HOPS or joined == m.path:
-                    raise CartonFormatError(f"symlink {m.path!r} is part of a loop")
-                cur = joined
-            if cur not in self.members or cur in (MANIFEST_NAME, LINKS_NAME):
-                raise CartonFormatError(
-                    f"symlink {m.path!r} points to {cur!r}, which is not a file in the carton"
-                )
-            self.members[m.path] = Member(**{**m.__dict__, "symlink_target": cur})
+        regular = {p for p, m in self.members.items() if not m.is_symlink} - {
+            MANIFEST_NAME,
+            LINKS_NAME,
+        }
+        for path, target in resolve_symlinks(texts, regular).items():
+            self.members[path] = Member(**{**self.members[path].__dict__, "symlink_target": target})
 
     # -- reading ---------------------------------------------------------------------
     def _data_offset(self, m: Member, fp: BinaryIO, lock: threading.Lock | None) -> int:

@@ -1,0 +1,368 @@
+"""One zip member read forward from a stream: decompressed, counted and verified.
+
+Part of the single-pass reader (``zipstream``): ``ForwardInput`` hands out the
+archive's bytes exactly once; ``StreamEntry`` is one local entry, a readable
+stream of its uncompressed bytes whose size and CRC-32 are checked against its
+local header or data descriptor when it ends (see ``zipstream`` for the
+descriptor search of Stored members).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from backports.zstd import ZstdDecompressor, ZstdError
+
+from .errors import CartonFormatError, CartonLimitExceeded
+from .paths import LINKS_NAME, MANIFEST_NAME
+from .streams import MiB
+from .zipchecks import MAX_SYMLINK_BYTES
+from .zipformat import DEFLATED, LOCAL_MAGIC, STORED, ZSTD
+
+CENTRAL_MAGIC = b"PK\x01\x02"
+DESCRIPTOR_MAGIC = b"PK\x07\x08"
+FLAG_DESCRIPTOR = 0x08
+READ = MiB
+
+
+class ForwardInput:
+    """Forward-only reads over the source with exact lengths and a known offset."""
+
+    def __init__(self, source: BinaryIO) -> None:
+        self._source = source
+        self._buf = b""
+        self._at = 0
+        self.offset = 0  # of the next byte handed out
+
+    def _more(self, want: int) -> bool:
+        data = self._source.read(max(want, READ))
+        if not data:
+            return False
+        self._buf = self._buf[self._at :] + data if self._at < len(self._buf) else bytes(data)
+        self._at = 0
+        return True
+
+    def peek(self, n: int) -> bytes:
+        while len(self._buf) - self._at < n:
+            if not self._more(n - (len(self._buf) - self._at)):
+                break
+        return self._buf[self._at : self._at + n]
+
+    def read_some(self, n: int) -> bytes:
+        """Up to ``n`` bytes (at least one unless the source is exhausted)."""
+        if self._at >= len(self._buf):
+            data = self._source.read(n)
+            if not data:
+                return b""
+            if len(data) > n:  # a source may hand out more than asked
+                self._buf, self._at = bytes(data), n
+                data = data[:n]
+            self.offset += len(data)
+            return bytes(data)
+        out = self._buf[self._at : self._at + n]
+        self._at += len(out)
+        self.offset += len(out)
+        return out
+
+    def read_exact(self, n: int, what: str) -> bytes:
+        data = self.peek(n)
+        if len(data) != n:
+            raise CartonFormatError(f"archive truncated in {what}")
+        self._at += n
+        self.offset += n
+        return data
+
+    def unread(self, data: bytes) -> None:
+        """Give back bytes read past the end of a compressed stream."""
+        if data:
+            self._buf = bytes(data) + self._buf[self._at :]
+            self._at = 0
+            self.offset -= len(data)
+
+    def rest(self, limit: int, what: str) -> bytes:
+        """Everything left, refusing more than ``limit`` bytes."""
+        parts = [self._buf[self._at :]]
+        total = len(parts[0])
+        self._buf, self._at = b"", 0
+        while total <= limit:
+            data = self._source.read(READ)
+            if not data:
+                break
+            parts.append(bytes(data))
+            total += len(data)
+        if total > limit:
+            raise CartonLimitExceeded(f"{what} is larger than the limit of {limit} bytes")
+        self.offset += total
+        return b"".join(parts)
+
+
+@dataclass(eq=False)
+class StreamEntry(io.RawIOBase):
+    """One local entry; a readable stream of its uncompressed bytes, verified at its end.
+
+    ``size`` and ``crc32`` are the values seen (final once the entry was read to EOF).
+    """
+
+    path: str
+    raw_name: bytes
+    flags: int
+    method: int
+    header_offset: int
+    declared_crc32: int | None
+    declared_size: int | None
+    declared_compressed_size: int | None
+    size: int = 0
+    crc32: int = 0
+    compressed_size: int = 0
+    done: bool = False
+    captured: bytes | None = field(default=None, repr=False)
+    _reader: MemberStream | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        io.RawIOBase.__init__(self)
+
+    @property
+    def is_dir(self) -> bool:
+        return self.path.endswith("/")
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int | None = -1) -> bytes:
+        assert self._reader is not None
+        if n is None or n < 0:
+            return b"".join(iter(lambda: self._reader.next(READ), b""))  # type: ignore[union-attr]
+        return self._reader.next(n) if n else b""
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(buffer))
+        memoryview(buffer).cast("B")[: len(data)] = data
+        return len(data)
+
+    def drain(self) -> None:
+        while self.read(READ):
+            pass
+
+
+class MemberStream:
+    """Decompresses one member from the input and checks it against what it declares."""
+
+    def __init__(
+        self,
+        entry: StreamEntry,
+        source: ForwardInput,
+        account: Callable[[StreamEntry, int], None],
+        capture_limit: int,
+    ) -> None:
+        self.entry = entry
+        self._in = source
+        self._account_to = account
+        self._capture_limit = capture_limit
+        self._method = entry.method
+        self._zlib = zlib.decompressobj(-15) if self._method == DEFLATED else None
+        self._zstd: ZstdDecompressor | None = ZstdDecompressor() if self._method == ZSTD else None
+        self._zstd_fed = False
+        self._left = (
+            entry.declared_compressed_size
+            if not entry.flags & FLAG_DESCRIPTOR
+            else None  # unknown: the compressed stream (or a descriptor) says where it ends
+        )
+        self._pending = b""  # Stored + descriptor: bytes that may begin a descriptor
+        self._capture: list[bytes] | None = [] if self._small_enough() else None
+
+    def _small_enough(self) -> bool:
+        e = self.entry
+        if e.path in (MANIFEST_NAME, LINKS_NAME):
+            return True
+        return e.declared_size is not None and e.declared_size <= MAX_SYMLINK_BYTES
+
+    def _fail(self, what: str) -> CartonFormatError:
+        return CartonFormatError(f"{self.entry.path}: {what}")
+
+    def _compressed(self, n: int) -> bytes:
+        if self._left is not None:
+            n = min(n, self._left)
+            if n <= 0:
+                return b""
+        data = self._in.read_some(n)
+        if self._left is not None:
+            if not data:
+                raise self._fail("archive truncated inside member data")
+            self._left -= len(data)
+        self.entry.compressed_size += len(data)
+        return data
+
+    def next(self, n: int) -> bytes:
+        """Up to ``n`` more uncompressed bytes; b"" only at the verified end of the member."""
+        if self.entry.done:
+            return b""
+        while True:
+            data = self._step(n)
+            if data is None:
+                self._finish()
+                return b""
+            if data:
+                self._account(data)
+                return data
+
+    def _step(self, n: int) -> bytes | None:
+        """Some uncompressed bytes (maybe b""), or None at the end of the compressed stream."""
+        if self._method == STORED:
+            if self._left is not None:
+                return self._compressed(n) or None
+            return self._stored_until_descriptor(n)
+        if self._method == DEFLATED:
+            d = self._zlib
+            assert d is not None
+            if d.eof:
+                self._in.unread(d.unused_data)
+                self.entry.compressed_size -= len(d.unused_data)
+                return None
+            if d.unconsumed_tail:
+                return d.decompress(d.unconsumed_tail, n)
+            chunk = self._compressed(READ)
+            if not chunk:
+                raise self._fail("deflate stream is truncated")
+            try:
+                return d.decompress(chunk, n)
+            except zlib.error as exc:
+                raise self._fail(f"corrupt deflate data ({exc})") from None
+        return self._zstd_step(n)
+
+    def _zstd_step(self, n: int) -> bytes | None:
+        d = self._zstd
+        assert d is not None
+        try:
+            if d.eof:
+                rest = d.unused_data
+                if self._left is None:
+                    # Sizes follow in a descriptor: one frame, whatever follows is not ours.
+                    self._in.unread(rest)
+                    self.entry.compressed_size -= len(rest)
+                    return None
+                if not rest:
+                    rest = self._compressed(READ)
+                    if not rest:
+                        return None
+                d = self._zstd = ZstdDecompressor()
+                return d.decompress(rest, n)
+            if d.needs_input:
+                chunk = self._compressed(READ)
+                if not chunk:
+                    if self._zstd_fed:
+                        raise self._fail("zstd stream is truncated")
+                    return None  # zero compressed bytes: an empty member
+                self._zstd_fed = True
+                return d.decompress(chunk, n)
+            return d.decompress(b"", n)
+        except ZstdError as exc:
+            raise self._fail(f"corrupt zstd data ({exc})") from None
+
+    def _stored_until_descriptor(self, n: int) -> bytes | None:
+        """Stored bytes up to the data descriptor that matches what was seen (module doc)."""
+        while True:
+            pending = self._pending
+            at = pending.find(DESCRIPTOR_MAGIC)
+            if at == 0:
+                if len(pending) < 24 and self._more_into_pending():
+                    continue
+                if _descriptor_matches(pending, self.entry.crc32, self.entry.size):
+                    self._pending = b""
+                    self._in.unread(pending)
+                    self.entry.compressed_size -= len(pending)
+                    return None
+                following = pending.find(DESCRIPTOR_MAGIC, 1)
+                cut = following if following > 0 else max(1, len(pending) - 3)
+            elif at > 0:
+                cut = at
+            else:
+                cut = len(pending) - 3  # the end may hold the start of a signature
+                if cut <= 0:
+                    if not self._more_into_pending():
+                        raise self._fail(
+                            "archive truncated inside member data (no data descriptor)"
+                        )
+                    continue
+            cut = min(cut, n)
+            out, self._pending = pending[:cut], pending[cut:]
+            return out
+
+    def _more_into_pending(self) -> bool:
+        data = self._in.read_some(READ)
+        if not data:
+            return False
+        self.entry.compressed_size += len(data)
+        self._pending += data
+        return True
+
+    def _account(self, data: bytes) -> None:
+        e = self.entry
+        e.size += len(data)
+        e.crc32 = zlib.crc32(data, e.crc32)
+        if e.declared_size is not None and e.size > e.declared_size:
+            raise self._fail(f"inflates past its declared size of {e.declared_size} bytes")
+        self._account_to(e, len(data))
+        if self._capture is not None:
+            self._capture.append(data)
+            if e.size > self._capture_limit:
+                self._capture = None
+
+    def _finish(self) -> None:
+        e = self.entry
+        if e.flags & FLAG_DESCRIPTOR:
+            self._read_descriptor()
+        elif self._method != STORED and self._left:
+            raise self._fail("compressed data ends before its declared compressed size")
+        if e.declared_size is not None and e.size != e.declared_size:
+            raise self._fail(f"holds {e.size} bytes but its header declares {e.declared_size}")
+        if e.declared_crc32 is not None and e.crc32 != e.declared_crc32:
+            raise self._fail(
+                f"CRC-32 mismatch (got {e.crc32:08x}, header says {e.declared_crc32:08x})"
+            )
+        if e.declared_compressed_size is not None and e.compressed_size != (
+            e.declared_compressed_size
+        ):
+            raise self._fail(
+                f"holds {e.compressed_size} compressed bytes but its header declares "
+                f"{e.declared_compressed_size}"
+            )
+        e.done = True
+        if self._capture is not None:
+            e.captured = b"".join(self._capture)
+
+    def _read_descriptor(self) -> None:
+        """Sizes and CRC after the data: optional signature, 32- or 64-bit sizes."""
+        e = self.entry
+        head = self._in.peek(24)
+        if not head.startswith(DESCRIPTOR_MAGIC):
+            head = DESCRIPTOR_MAGIC + self._in.peek(20)
+            skip = -4
+        else:
+            skip = 0
+        for width, fmt in ((24, "<4sLQQ"), (16, "<4s3L")):
+            if len(head) < width:
+                continue
+            _, crc, csize, size = struct.unpack(fmt, head[:width])
+            if crc == e.crc32 and csize == e.compressed_size and size == e.size:
+                nxt = self._in.peek(width + skip + 4)[width + skip :]
+                if width == 16 and nxt not in (LOCAL_MAGIC, CENTRAL_MAGIC, b""):
+                    continue  # a 64-bit descriptor whose high words happen to be zero
+                self._in.read_exact(width + skip, f"{e.path}'s data descriptor")
+                e.declared_crc32, e.declared_size, e.declared_compressed_size = crc, size, csize
+                return
+        raise self._fail("data descriptor does not match the member's bytes")
+
+
+def _descriptor_matches(candidate: bytes, crc: int, size: int) -> bool:
+    for fmt in ("<4sLQQ", "<4s3L"):
+        width = struct.calcsize(fmt)
+        if len(candidate) >= width:
+            _, d_crc, csize, usize = struct.unpack(fmt, candidate[:width])
+            if d_crc == crc and csize == size and usize == size:
+                return True
+    return False
