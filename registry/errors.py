@@ -15,6 +15,9 @@ from __future__ import annotations
 class RegistryError(Exception):
     """Base of every error the registry reports to a client."""
 
+    # Extra JSON fields of the error body, for clients that act on them.
+    details: dict[str, object] | None = None
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
@@ -91,6 +94,32 @@ class InvalidCarton(InvalidRequest):
 
 class ManifestMismatch(InvalidCarton):
     """Bytes do not hash to the sha256 their MANIFEST (or URL) names."""
+
+
+class FilesMissing(InvalidCarton):
+    """Files a carton names that are neither in the zip, nor stored, nor linked.
+
+    ``missing`` lists their sha256 (also in the error body): a client that has
+    them uploads them and pushes again.
+    """
+
+    def __init__(self, message: str, *, missing: list[str]) -> None:
+        super().__init__(message)
+        self.missing = missing
+        self.details = {"missing": missing}
+
+
+class ChunkMismatch(InvalidRequest):
+    """An uploaded chunk whose bytes do not hash to its name."""
+
+
+class ChunksMissing(InvalidRequest):
+    """Chunks a file is assembled from that the registry does not hold (``missing_chunks``)."""
+
+    def __init__(self, message: str, *, missing: list[str]) -> None:
+        super().__init__(message)
+        self.missing = missing
+        self.details = {"missing_chunks": missing}
 
 
 class InvalidDigest(InvalidRequest):
@@ -199,6 +228,10 @@ class NotImplementedYet(NotSupported):
 
 class StorageUnavailable(Unavailable):
     """The database is unreachable, or the blob store holds something other than the index."""
+
+
+class PushStalled(Unavailable):
+    """A push outlived its lease (stalled past ``REGISTRY_LEASE_TIMEOUT``): not indexed."""
 
 
 class Overloaded(Unavailable):

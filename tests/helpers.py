@@ -18,7 +18,8 @@ from registry.blobstore import MemoryBlobStore
 from registry.carton.links import parse_links, write_links
 from registry.carton.manifest import build_manifest, parse_manifest
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
-from registry.db.tables import CartonFile
+from registry.db.tables import Blob, CartonFile
+from registry.services.chunkstore.reader import load_files
 from registry.services.context import RegistryContext
 
 RUNNER = (
@@ -127,8 +128,21 @@ def check_slim(
 
 
 def stored(ctx: RegistryContext) -> set[str]:
-    """The digests the blob store holds."""
-    return {b.sha256 for b in ctx.blobs.iter_blobs()}
+    """The files the store can serve: whole blobs, and chunked files with all their packs."""
+    packs = {p.name for p in ctx.blobs.iter_packs()}
+    with ctx.sessions() as s:
+        files = load_files(s, s.scalars(select(Blob.sha256).where(Blob.chunked.is_(True))))
+    chunked = {
+        sha
+        for sha, f in files.items()
+        if f.ranges is not None and all(r.pack in packs for r in f.ranges)
+    }
+    return {b.sha256 for b in ctx.blobs.iter_blobs()} | chunked
+
+
+def store_objects(ctx: RegistryContext) -> set[str]:
+    """Every object in the store, blobs by digest and packs by name."""
+    return {b.sha256 for b in ctx.blobs.iter_blobs()} | {p.name for p in ctx.blobs.iter_packs()}
 
 
 def referenced(ctx: RegistryContext) -> set[str]:

@@ -14,16 +14,14 @@ import anyio.from_thread
 import anyio.to_thread
 from litestar import Controller, Request, Response, delete, get, post, put
 
-from registry.carton.streams import IteratorReader
-from registry.errors import UploadTooLarge
 from registry.http import schemas
 from registry.http.auth import require_delete, require_push
-from registry.http.deps import spooled_request
+from registry.http.deps import StreamedBody
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import blobs as blob_service
 from registry.services import cartons, deletes, listing, models, stats, tags
 from registry.services.context import RegistryContext
-from registry.services.ingest import ingest_file
+from registry.services.ingest import ingest_stream
 from registry.services.lookups import models_page
 
 
@@ -44,10 +42,10 @@ class ApiController(Controller):
         model: str | None = None,
         tag: str | None = None,
     ) -> Response[schemas.PushedCarton]:
-        async with spooled_request(request, ctx, ctx.settings.max_upload_bytes) as path:
-            result = await anyio.to_thread.run_sync(
-                partial(ingest_file, ctx, path, model_name=model, tag=tag)
-            )
+        body = StreamedBody(request, ctx.settings.max_upload_bytes)
+        result = await anyio.to_thread.run_sync(
+            partial(ingest_stream, ctx, body, model_name=model, tag=tag)  # type: ignore[arg-type]
+        )
         return Response(
             as_body(result, schemas.PushedCarton), status_code=201 if result.created else 200
         )
@@ -78,19 +76,8 @@ class ApiController(Controller):
     async def put_blob(
         self, request: Request, ctx: RegistryContext, sha256: str
     ) -> Response[schemas.StoredBlob]:
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > ctx.settings.max_upload_bytes:
-            raise UploadTooLarge(f"blob of {declared} bytes exceeds REGISTRY_MAX_UPLOAD_BYTES")
-        stream = request.stream()
-
-        def next_chunk() -> bytes:
-            try:
-                return anyio.from_thread.run(stream.__anext__)  # type: ignore[arg-type]
-            except StopAsyncIteration:
-                return b""
-
-        reader = IteratorReader(iter(next_chunk, b""))
-        result = await anyio.to_thread.run_sync(blob_service.put_blob, ctx, sha256, reader)
+        body = StreamedBody(request, ctx.settings.max_upload_bytes)
+        result = await anyio.to_thread.run_sync(blob_service.put_blob, ctx, sha256, body)
         stored = as_body(result, schemas.StoredBlob)
         return Response(stored, status_code=201 if stored.created else 200)
 

@@ -74,7 +74,9 @@ def wants_html(request: Request) -> bool:
         return False
 
 
-def error_response(request: Request, status: int, message: str) -> Response:
+def error_response(
+    request: Request, status: int, message: str, details: dict[str, object] | None = None
+) -> Response:
     if wants_html(request):
         try:
             from registry.http.web import render_error_page
@@ -88,7 +90,7 @@ def error_response(request: Request, status: int, message: str) -> Response:
         except Exception:  # the page must never hide the error: fall back to JSON
             log.exception("could not render the HTML error page")
     return Response(
-        {"error": message},
+        {"error": message, **(details or {})},
         status_code=status,
         media_type=MediaType.JSON,
         headers={"Cache-Control": "no-store"},
@@ -96,7 +98,7 @@ def error_response(request: Request, status: int, message: str) -> Response:
 
 
 def handle_registry_error(request: Request, exc: Exception) -> Response:
-    response = error_response(request, status_of(exc), str(exc))
+    response = error_response(request, status_of(exc), str(exc), getattr(exc, "details", None))
     if isinstance(exc, errors.AuthRefusal) and exc.challenge:
         response.headers["WWW-Authenticate"] = exc.challenge
     if isinstance(exc, errors.Unavailable) and exc.retry_after is not None:

@@ -85,6 +85,8 @@ class StoredBlob(Body):
 
 
 class PushedCarton(Body):
+    """What this push did (DESIGN.md "Push response"); ``bytes_stored`` <= ``bytes_new``."""
+
     manifest_sha256: str
     model_name: str | None
     version: int | None
@@ -92,6 +94,7 @@ class PushedCarton(Body):
     bytes_total: int
     bytes_new: int
     bytes_deduplicated: int
+    bytes_stored: int  # bytes this push added to the store after chunk-level dedup
 
 
 # --- cartons ----------------------------------------------------------------------------
@@ -248,3 +251,53 @@ class Stats(Body):
     logical_bytes: int
     stored_bytes: int
     dedup_ratio: float | None
+
+
+# --- chunk transfer (docs/chunk-transfer.md) ---------------------------------------------
+
+
+class Chunking(Body):
+    avg_size: int
+    min_size: int
+    max_size: int
+    normalization: int
+    hash: str
+    min_file_bytes: int
+    max_batch_bytes: int
+    max_query: int
+
+
+class MissingChunksQuery(RequestBody):
+    SHAPE: ClassVar[str] = '{"chunks": ["<blake3 hex>", ...]}'
+
+    chunks: list[str]
+
+
+class MissingChunks(Body):
+    missing: list[str]
+
+
+class StoredChunks(Body):
+    chunks: int
+    stored: int
+    bytes_stored: int
+
+
+class AssembleQuery(RequestBody):
+    SHAPE: ClassVar[str] = '{"size": N, "chunks": ["<blake3 hex>", ...]}'
+
+    size: int
+    chunks: list[str]
+
+
+class FileChunk(Body):
+    hash: str
+    offset: int
+    size: int
+
+
+class Reconstruction(Body):
+    sha256: str
+    size: int
+    chunked: bool
+    chunks: list[FileChunk] | None = None

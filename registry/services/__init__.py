@@ -5,8 +5,9 @@ Each takes a ``RegistryContext`` (``context``: settings, database, blob store,
 the blob store's and the carton format's own errors through; one table at the HTTP
 edge maps them all). Where things are:
 
-- push: ``ingest`` (orchestration) -> ``ingest_bytes`` (bytes first) -> ``ingest_rows``
-  (rows second); ``blobs`` (single-blob uploads, dedup queries); ``linkfetch`` (LINKS,
+- push: ``ingest/`` (one pass over the zip as it streams: bytes first, checks, rows
+  second); ``chunkstore/`` (files as content-defined chunks in packs: writer, reader,
+  rows); ``blobs`` (single-blob uploads, dedup queries); ``linkfetch`` (LINKS,
   allow-listed and pinned); ``leases`` (pushes vs GC); ``uploads`` (spooled bodies)
 - reads: ``cartons``, ``models``, ``listing`` (the model list and its index columns),
   ``references`` (name, name:version, name@tag, hash), ``stats``, ``webviews`` (pages),

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from registry.blobstore.base import BlobStore
+from registry.services.chunkstore.reader import StoredFile, find_file, iter_file, read_file
 from registry.services.context import RegistryContext
-from registry.services.export import blob_size
 
 COMPRESS_MIN_BYTES = 1024
 SNIFF_BYTES = 64 * 1024
@@ -45,12 +45,19 @@ class BlobDownload:
     judge compressibility; ``iter_bytes`` does not read them again.
     """
 
-    sha256: str
-    size: int
+    stored: StoredFile
     store: BlobStore = field(repr=False)
     redirect_url: str | None = None
     coding: str | None = None
     head: bytes = b""
+
+    @property
+    def sha256(self) -> str:
+        return self.stored.sha256
+
+    @property
+    def size(self) -> int:
+        return self.stored.size
 
     def iter_bytes(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         """The identity bytes ``[start, end)``, in store-sized chunks."""
@@ -60,7 +67,7 @@ class BlobDownload:
             yield piece
             start += len(piece)
         if start < stop:
-            yield from self.store.iter_chunks(self.sha256, start, stop)
+            yield from iter_file(self.store, self.stored, start, stop)
 
 
 def plan_blob_download(
@@ -73,17 +80,17 @@ def plan_blob_download(
     only (also for range requests: ranges are of the identity bytes).
     Raises ``InvalidRequest`` for a malformed digest, ``NotFound`` for an absent blob.
     """
-    size = blob_size(ctx, sha256)
-    plan = BlobDownload(sha256, size, ctx.blobs)
+    stored = find_file(ctx, sha256)
+    plan = BlobDownload(stored, ctx.blobs)
     if not send_body:
         return plan
-    if ctx.settings.s3_presign_downloads:
+    if ctx.settings.s3_presign_downloads and not stored.chunked:
         url = ctx.blobs.presigned_get_url(sha256)
         if url:
-            return BlobDownload(sha256, size, ctx.blobs, redirect_url=url)
-    if coding is None or size <= COMPRESS_MIN_BYTES:
+            return BlobDownload(stored, ctx.blobs, redirect_url=url)
+    if coding is None or stored.size <= COMPRESS_MIN_BYTES:
         return plan
-    head = ctx.blobs.read_bytes(sha256, 0, SNIFF_BYTES)
+    head = read_file(ctx.blobs, stored, 0, SNIFF_BYTES)
     return BlobDownload(
-        sha256, size, ctx.blobs, coding=coding if worth_compressing(head) else None, head=head
+        stored, ctx.blobs, coding=coding if worth_compressing(head) else None, head=head
     )

@@ -8,12 +8,15 @@ from typing import Any, BinaryIO
 
 from sqlalchemy import select
 
-from registry.carton.streams import ChecksumReader
-from registry.db.queries import in_chunks, insert_ignore
+from registry.blobstore.errors import BlobDigestMismatch
+from registry.carton.streams import CHUNK
+from registry.db.queries import in_chunks
 from registry.db.tables import Blob
 from registry.errors import InvalidBody, UploadTooLarge
+from registry.services.chunkstore.index import record_files
+from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
-from registry.services.leases import Lease, lock_blobs_shared
+from registry.services.leases import Lease
 from registry.services.names import require_sha256
 
 MAX_MISSING_QUERY = 100_000
@@ -33,18 +36,22 @@ def stored_subset(ctx: RegistryContext, hashes: Iterable[str]) -> set[str]:
 
 
 def missing_blobs(ctx: RegistryContext, hashes: Iterable[object]) -> list[str]:
-    """Blobs a client must upload: no row, or a row whose object was lost."""
+    """Blobs a client must upload: no row, or a whole blob's row whose object was lost."""
     given = list(hashes)
     if len(given) > MAX_MISSING_QUERY:
         raise InvalidBody(f"at most {MAX_MISSING_QUERY} hashes per request")
     for h in given:
         require_sha256(h, "sha256")
     wanted: list[str] = list(dict.fromkeys(given))  # type: ignore[arg-type]
-    present: set[str] = set()
+    rows: dict[str, bool] = {}
     with ctx.sessions() as session:
         for chunk in in_chunks(wanted):
-            present.update(session.scalars(select(Blob.sha256).where(Blob.sha256.in_(chunk))))
-    present &= stored_subset(ctx, present)
+            for r in session.execute(
+                select(Blob.sha256, Blob.chunked).where(Blob.sha256.in_(chunk))
+            ):
+                rows[r.sha256] = bool(r.chunked)
+    whole = [sha for sha, chunked in rows.items() if not chunked]
+    present = {sha for sha, chunked in rows.items() if chunked} | stored_subset(ctx, whole)
     return [h for h in wanted if h not in present]
 
 
@@ -61,23 +68,33 @@ class _Limited:
 
 
 def put_blob(ctx: RegistryContext, sha256: str, stream: BinaryIO) -> dict[str, Any]:
-    """Store one blob, verified against its name; the row makes it visible to dedup queries.
+    """Store one blob (chunked when large), verified against its name, then its row.
 
-    Unreferenced, it is collected by GC after the grace period.
+    The row makes it visible to dedup queries; unreferenced, it is collected by GC
+    after the grace period. Leased like a push, and indexed only while the lease
+    proves GC took nothing.
     """
     require_sha256(sha256, "sha256")
-    reader = ChecksumReader(_Limited(stream, ctx.settings.max_upload_bytes))  # type: ignore[arg-type]
-    # Leased like a push: a GC between the write and the row must not take the bytes.
+    source = _Limited(stream, ctx.settings.max_upload_bytes)
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
-        with ctx.transaction() as session:
-            lock_blobs_shared(session)
-            lease.add(session, [sha256])
-        result = ctx.blobs.put(sha256, reader)  # type: ignore[arg-type]
-        with ctx.transaction() as session:
-            insert_ignore(
-                session,
-                Blob.__table__,  # type: ignore[arg-type]
-                [{"sha256": sha256, "size": reader.size, "crc32": reader.crc32}],
-            )
-            lease.release(session)
-    return {"sha256": sha256, "size": reader.size, "created": result.created}
+        packs = PackSession(ctx, lease)
+        try:
+            writer = packs.file_writer()
+            for data in iter(lambda: source.read(CHUNK), b""):
+                writer.write(data)
+            layout = writer.close()
+            if layout.sha256 != sha256:
+                raise BlobDigestMismatch(sha256, layout.sha256, layout.size)
+            packs.finish()
+            with ctx.transaction() as session:
+                lease.fence(session)
+                new = record_files(session, [layout], packs.publish(session))
+                lease.release(session)
+            packs.published()
+        except BaseException:
+            packs.discard()
+            raise
+    ctx.caches.index_changed()
+    # Created: the blob could not be served before (an object left without a row could).
+    created = bool(new) and (layout.chunked or sha256 in packs.created_whole)
+    return {"sha256": sha256, "size": layout.size, "created": created}

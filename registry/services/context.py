@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from registry.blobstore import BlobStore, open_blobstore
+from registry.blobstore.chunking import ChunkParams
 from registry.carton.limits import ArchiveLimits
 from registry.db.engine import make_engine, make_sessionmaker, transaction
 from registry.services.caches import Caches
@@ -25,6 +26,8 @@ class RegistryContext:
     blobs: BlobStore
     observers: Observers = field(default_factory=Observers)
     caches: Caches = field(default_factory=Caches)
+    # How files are cut into chunks; announced to clients, so both sides cut alike.
+    chunk_params: ChunkParams = field(default_factory=ChunkParams)
 
     @classmethod
     def open(cls, settings: Settings, *, migrate: bool = False) -> RegistryContext:

@@ -29,16 +29,17 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
-from registry.blobstore import BlobNotFound
 from registry.blobstore.base import BlobStore
 from registry.carton.links import write_links
 from registry.carton.manifest import parse_manifest
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
 from registry.carton.streams import KiB
 from registry.carton.zipwrite import StoredZipLayout, ZipEntry
-from registry.db.tables import Blob, Carton, CartonFile
+from registry.db.queries import in_chunks
+from registry.db.tables import Carton, CartonFile, Pack
 from registry.errors import (
     CartonNotFound,
     CartonNotRebuildable,
@@ -46,6 +47,7 @@ from registry.errors import (
     StorageUnavailable,
 )
 from registry.services.caches import LruCache
+from registry.services.chunkstore.reader import StoredFile, iter_file, load_files, read_file
 from registry.services.context import RegistryContext
 from registry.services.names import require_sha256
 
@@ -66,6 +68,8 @@ class ExportedCarton:
     etag: str  # quoted, strong
     filename: str
     linked: dict[str, int]  # sha256 -> size of every file left out (slim form)
+    # Packs the inline files are read from: a layout is stale once GC rewrote one of them.
+    packs: frozenset[str] = frozenset()
     _bytes: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -87,6 +91,21 @@ class ExportedCarton:
             cached = b"".join(self.layout.iter_bytes())
             object.__setattr__(self, "_bytes", cached)
         return cached
+
+
+def _packs_live(session: Session, names: frozenset[str]) -> bool:
+    """Whether none of ``names`` was retired (rewritten by GC) since a layout was built."""
+    live = 0
+    for batch in in_chunks(sorted(names)):
+        live += (
+            session.scalar(
+                select(func.count())
+                .select_from(Pack)
+                .where(Pack.name.in_(batch), Pack.retired_at.is_(None))
+            )
+            or 0
+        )
+    return live == len(names)
 
 
 def validate_form(form: str) -> str:
@@ -121,14 +140,15 @@ def _bytes_reader(data: bytes) -> Callable[[int, int], Iterator[bytes]]:
 
 
 def _blob_reader(
-    blobs: BlobStore, small_blobs: LruCache[str, bytes], sha256: str, size: int
+    blobs: BlobStore, small_blobs: LruCache[str, bytes], stored: StoredFile
 ) -> Callable[[int, int], Iterator[bytes]]:
+    sha256, size = stored.sha256, stored.size
     if size <= SMALL_BLOB_MAX:
 
         def read_small(offset: int, length: int) -> Iterator[bytes]:
             data = small_blobs.get(sha256)
             if data is None:
-                data = blobs.read_bytes(sha256)
+                data = read_file(blobs, stored)
                 if len(data) != size:
                     raise StorageUnavailable(
                         f"blob {sha256} holds {len(data)} bytes, the index says {size}"
@@ -139,7 +159,7 @@ def _blob_reader(
         return read_small
 
     def read_range(offset: int, length: int) -> Iterator[bytes]:
-        return blobs.iter_chunks(sha256, offset, offset + length)
+        return iter_file(blobs, stored, offset, offset + length)
 
     return read_range
 
@@ -160,7 +180,9 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
             if exists is None:
                 layouts.drop(key)
                 raise CartonNotFound(f"no carton with manifest hash {manifest_sha256}")
-            return cached
+            if not cached.packs or _packs_live(session, cached.packs):
+                return cached
+            layouts.drop(key)
         row = session.execute(
             select(Carton.manifest, Carton.model_name).where(
                 Carton.manifest_sha256 == manifest_sha256
@@ -169,18 +191,12 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         if row is None:
             raise CartonNotFound(f"no carton with manifest hash {manifest_sha256}")
         raw_manifest, model_name = bytes(row.manifest), row.model_name
-        facts = {
-            r.sha256: (int(r.size), int(r.crc32))
-            for r in session.execute(
-                select(Blob.sha256, Blob.size, Blob.crc32).where(
-                    Blob.sha256.in_(
-                        select(CartonFile.blob_sha256).where(
-                            CartonFile.manifest_sha256 == manifest_sha256
-                        )
-                    )
-                )
-            )
-        }
+        facts = load_files(
+            session,
+            session.scalars(
+                select(CartonFile.blob_sha256).where(CartonFile.manifest_sha256 == manifest_sha256)
+            ),
+        )
 
     manifest = parse_manifest(raw_manifest)
     reserved = {MANIFEST_NAME, LINKS_NAME} & manifest.paths
@@ -202,12 +218,14 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
     toml_entry: ZipEntry | None = None
     linked: dict[str, int] = {}
     for e in manifest.entries:
-        size, crc = facts[e.sha256]
+        stored = facts[e.sha256]
+        size, crc = stored.size, stored.crc32
+        assert crc is not None  # indexed files always have their CRC-32
         inline = form == "full" or e.path in (CARTON_TOML, TENSOR_INDEX) or size <= threshold
         if not inline:
             linked[e.sha256] = size
             continue
-        entry = ZipEntry(e.path, size, crc, _blob_reader(blobs, small_blobs, e.sha256, size))
+        entry = ZipEntry(e.path, size, crc, _blob_reader(blobs, small_blobs, stored))
         if e.path == CARTON_TOML:
             toml_entry = entry
         else:
@@ -234,21 +252,12 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         etag=carton_etag(ctx, manifest_sha256, form),
         filename=carton_filename(model_name, manifest_sha256, form),
         linked=linked,
+        packs=frozenset(
+            r.pack
+            for e in manifest.entries
+            if e.sha256 not in linked and facts[e.sha256].ranges is not None
+            for r in facts[e.sha256].ranges or ()
+        ),
     )
     layouts.put(key, exported)
     return exported
-
-
-# --- single blobs (the LINKS target) ----------------------------------------------------
-
-
-def blob_size(ctx: RegistryContext, sha256: str) -> int:
-    """The size of a stored blob: its index row, else the store itself; 404 when absent."""
-    require_sha256(sha256, "sha256")
-    with ctx.sessions() as session:
-        size = session.scalar(select(Blob.size).where(Blob.sha256 == sha256))
-    if size is None:
-        size = ctx.blobs.stat(sha256)
-    if size is None:
-        raise BlobNotFound(sha256)
-    return int(size)

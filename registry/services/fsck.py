@@ -10,6 +10,11 @@
   a problem by themselves: a push in progress, a ``PUT /api/v1/blobs`` waiting
   for its carton, or a deleted version's bytes that GC has not collected yet.
 
+Chunked files live in packs (``fsck_packs``): a missing or wrong-size pack makes
+every file with a segment in it missing or wrong-size; with ``verify_hashes``
+every chunk is checked against its BLAKE3 name and every chunked file against
+its sha256 after reassembly; damaged packs and chunks are named too.
+
 Every version whose carton names a missing, wrong-size or corrupt blob is
 marked ``UNAVAILABLE`` with a reason naming the blob(s). A later clean fsck
 does **not** mark it ``READY`` again: an operator restores the blob (or pushes
@@ -36,6 +41,7 @@ from registry.carton.streams import hash_stream
 from registry.db.queries import cartons_using, in_chunks, referenced_blobs
 from registry.db.tables import Blob, CartonFile, Version
 from registry.services.context import RegistryContext
+from registry.services.fsck_packs import PackFindings, check_packs
 from registry.services.observers import notify
 
 log = logging.getLogger("registry.fsck")
@@ -48,6 +54,12 @@ class FsckReport:
     wrong_size: list[str] = field(default_factory=list)
     corrupt: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    packs_missing: list[str] = field(default_factory=list)
+    packs_wrong_size: list[str] = field(default_factory=list)
+    corrupt_chunks: list[dict[str, Any]] = field(default_factory=list)
+    orphan_packs: list[str] = field(default_factory=list)
+    packs_checked: int = 0
+    chunks_hashed: int = 0
     affected_cartons: list[str] = field(default_factory=list)
     versions_marked: list[dict[str, Any]] = field(default_factory=list)
     blobs_checked: int = 0
@@ -56,7 +68,14 @@ class FsckReport:
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.wrong_size or self.corrupt)
+        return not (
+            self.missing
+            or self.wrong_size
+            or self.corrupt
+            or self.packs_missing
+            or self.packs_wrong_size
+            or self.corrupt_chunks
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
@@ -65,13 +84,16 @@ class FsckReport:
 def _expected_sizes(ctx: RegistryContext) -> tuple[dict[str, int], set[str]]:
     """Every blob the database says is stored (sha256 → size), and the referenced subset."""
     with ctx.sessions() as session:
-        expected = {sha: int(size) for sha, size in session.execute(select(Blob.sha256, Blob.size))}
+        rows = session.execute(select(Blob.sha256, Blob.size, Blob.chunked)).all()
+        expected = {sha: int(size) for sha, size, chunked in rows if not chunked}
+        chunked = {sha for sha, _, is_chunked in rows if is_chunked}
         referenced: set[str] = set()
         for sha, size in session.execute(
             select(CartonFile.blob_sha256, CartonFile.size).distinct()
         ):
             referenced.add(sha)
-            expected.setdefault(sha, int(size))
+            if sha not in chunked:  # a chunked file's bytes are checked through its packs
+                expected.setdefault(sha, int(size))
         session.rollback()
     return expected, referenced
 
@@ -188,13 +210,33 @@ def check_integrity(
                 corrupt.append(sha)
         report.corrupt = corrupt
 
-    problems: dict[str, str] = {}
+    packs = PackFindings()
+    check_packs(ctx, verify_hashes, sample, packs)
+    report.packs_missing, report.packs_wrong_size = packs.packs_missing, packs.packs_wrong_size
+    report.corrupt_chunks, report.orphan_packs = packs.corrupt_chunks, packs.orphan_packs
+    report.packs_checked, report.chunks_hashed = packs.packs_checked, packs.chunks_hashed
+    report.blobs_checked += len(packs.files)
+    report.blobs_hashed += packs.files_hashed
+    report.bytes_hashed += packs.bytes_hashed
+    for sha, why in sorted(packs.files.items()):
+        kind = (
+            report.missing
+            if "missing" in why
+            else report.wrong_size
+            if "wrong size" in why
+            else report.corrupt
+        )
+        kind.append(sha)
+
+    problems: dict[str, str] = {sha: why for sha, why in packs.files.items()}
     for sha in report.missing:
-        problems[sha] = "is missing from the blob store"
+        problems.setdefault(sha, "is missing from the blob store")
     for sha in report.wrong_size:
-        problems[sha] = f"has the wrong size in the blob store (expected {expected.get(sha)})"
+        problems.setdefault(
+            sha, f"has the wrong size in the blob store (expected {expected.get(sha)})"
+        )
     for sha in report.corrupt:
-        problems[sha] = "is corrupt (its bytes do not hash to its sha256)"
+        problems.setdefault(sha, "is corrupt (its bytes do not hash to its sha256)")
     if mark:
         _mark_unavailable(ctx, problems, report)
     else:

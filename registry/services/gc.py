@@ -19,6 +19,9 @@ object, commit. A push that checked the store before GC's transaction is
 visible to it through its lease; a push that checks after it finds the blob
 gone and writes it again.
 
+Then the packs (``gc_packs``): dead ones deleted, mostly dead ones rewritten,
+retired and orphan ones deleted after the grace period.
+
 Also: expired leases (heartbeat older than ``lease_timeout``) are deleted,
 and stale temp files go: the blob store's incomplete uploads and the spooled
 request bodies in ``<data dir>/uploads``. Those are judged by age, with the
@@ -47,6 +50,7 @@ from registry.db.tables import Blob, CartonFile, LeaseBlob, UploadLease
 from registry.errors import GcBusy
 from registry.services.caches import changes_index
 from registry.services.context import RegistryContext
+from registry.services.gc_packs import PackReport, collect_packs
 from registry.services.leases import live_leased, lock_blobs_exclusive
 from registry.services.observers import notify
 from registry.services.uploads import uploads_dir
@@ -65,7 +69,7 @@ except ImportError:  # pragma: no cover - not POSIX
 @dataclass
 class GcReport:
     blobs_deleted: int = 0
-    bytes_freed: int = 0
+    bytes_freed: int = 0  # whole blobs and packs deleted (rewritten packs: once retired ones go)
     temp_removed: int = 0
     candidates: int = 0
     skipped_leased: int = 0
@@ -75,6 +79,7 @@ class GcReport:
     dry_run: bool = False
     grace_seconds: float = 0.0
     deleted: list[str] = field(default_factory=list)
+    packs: PackReport = field(default_factory=PackReport)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -192,12 +197,11 @@ def _sweep(
             session.execute(delete(Blob).where(Blob.sha256.in_(batch)))
             session.flush()
             for sha in batch:
-                size = sizes.get(sha)
                 stored = ctx.blobs.stat(sha)
                 removed = ctx.blobs.delete(sha) if stored is not None else False
                 if removed or sha in sizes:
                     report.blobs_deleted += 1
-                    report.bytes_freed += int(stored if stored is not None else size or 0)
+                    report.bytes_freed += int(stored) if removed and stored is not None else 0
                     report.deleted.append(sha)
 
 
@@ -239,6 +243,8 @@ def collect_garbage(ctx: RegistryContext, grace_seconds: float, dry_run: bool = 
             candidates = _mark(ctx, cutoff)
             report.candidates = len(candidates)
             _sweep(ctx, candidates, report, dry_run)
+            collect_packs(ctx, grace_seconds, report.packs, dry_run)
+            report.bytes_freed += report.packs.pack_bytes_freed
             temp_age = max(grace_seconds, ctx.settings.lease_timeout)
             if not dry_run:
                 report.temp_removed += ctx.blobs.clean_stale_uploads(temp_age)
@@ -252,9 +258,13 @@ def collect_garbage(ctx: RegistryContext, grace_seconds: float, dry_run: bool = 
     report.duration = time.monotonic() - started
     notify(ctx.observers.gc, report, "dry_run" if dry_run else "ok")
     log.info(
-        "gc: %d blobs deleted, %d bytes freed, %d temp files removed, %d leased skipped%s",
+        "gc: %d blobs deleted, %d bytes freed, %d packs deleted and %d rewritten "
+        "(%d bytes freed), %d temp files removed, %d leased skipped%s",
         report.blobs_deleted,
         report.bytes_freed,
+        report.packs.packs_deleted + report.packs.orphan_packs_deleted,
+        report.packs.packs_rewritten,
+        report.packs.pack_bytes_freed,
         report.temp_removed,
         report.skipped_leased,
         " (dry run)" if dry_run else "",

@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session
 
 from registry.db.engine import transaction
 from registry.db.queries import in_chunks, insert_ignore
-from registry.db.tables import LeaseBlob, UploadLease
+from registry.db.tables import LeaseBlob, LeasePack, UploadLease
+from registry.errors import PushStalled
 
 _GC_LOCK_ID = 0x6361_7274_6F6E_0002
 
@@ -39,8 +40,26 @@ def lock_blobs_exclusive(session: Session) -> None:
         session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _GC_LOCK_ID})
 
 
-def live_leased(session: Session, hashes: Iterable[str], lease_timeout: float) -> set[str]:
-    """The subset of ``hashes`` named by a lease whose heartbeat is recent."""
+def live_leased_packs(session: Session, names: Iterable[str], lease_timeout: float) -> set[str]:
+    """The subset of pack ``names`` named by a lease whose heartbeat is recent."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=lease_timeout)
+    wanted = list(set(names))
+    found: set[str] = set()
+    for chunk in in_chunks(wanted):
+        rows = session.execute(
+            select(LeasePack.pack_name)
+            .join(UploadLease, UploadLease.id == LeasePack.lease_id)
+            .where(LeasePack.pack_name.in_(chunk))
+            .where(UploadLease.heartbeat_at >= cutoff)
+        )
+        found.update(r[0] for r in rows)
+    return found
+
+
+def live_leased(
+    session: Session, hashes: Iterable[str], lease_timeout: float, excluding: str | None = None
+) -> set[str]:
+    """The subset of ``hashes`` named by a lease (other than ``excluding``) that is alive."""
     cutoff = datetime.now(UTC) - timedelta(seconds=lease_timeout)
     wanted = list(set(hashes))
     found: set[str] = set()
@@ -50,6 +69,7 @@ def live_leased(session: Session, hashes: Iterable[str], lease_timeout: float) -
             .join(UploadLease, UploadLease.id == LeaseBlob.lease_id)
             .where(LeaseBlob.sha256.in_(chunk))
             .where(UploadLease.heartbeat_at >= cutoff)
+            .where(UploadLease.id != (excluding or ""))
         )
         found.update(r[0] for r in rows)
     return found
@@ -64,6 +84,7 @@ class Lease:
 
     def __init__(self, sessions, lease_timeout: float, holder: str = "") -> None:  # type: ignore[no-untyped-def]
         self._sessions = sessions
+        self._timeout = lease_timeout
         self._interval = max(0.5, lease_timeout / 4)
         self.id = str(uuid.uuid4())
         with transaction(sessions) as session:
@@ -73,23 +94,73 @@ class Lease:
         self._thread.start()
 
     def add(self, session: Session, hashes: Iterable[str]) -> None:
+        """Name blobs in this lease (``PushStalled`` once the lease went stale)."""
+        self._require_alive(session)
         insert_ignore(
             session,
             LeaseBlob.__table__,  # type: ignore[arg-type]
             [{"lease_id": self.id, "sha256": h} for h in sorted(set(hashes))],
         )
 
+    def add_packs(self, session: Session, names: Iterable[str]) -> None:
+        """Name packs in this lease (``PushStalled`` once the lease went stale)."""
+        self._require_alive(session)
+        insert_ignore(
+            session,
+            LeasePack.__table__,  # type: ignore[arg-type]
+            [{"lease_id": self.id, "pack_name": n} for n in sorted(set(names))],
+        )
+
     def _beat(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                with transaction(self._sessions) as session:
-                    session.execute(
-                        update(UploadLease)
-                        .where(UploadLease.id == self.id)
-                        .values(heartbeat_at=datetime.now(UTC))
-                    )
+                self.beat()
             except Exception:  # a missed beat is retried; the lease only expires after several
                 continue
+
+    def beat(self) -> None:
+        """Renew the heartbeat, unless the lease already went stale.
+
+        Fencing: a stale lease stays dead. GC may have taken its blobs meanwhile, and a
+        revived heartbeat would hide that from ``is_alive``.
+        """
+        with transaction(self._sessions) as session:
+            now = datetime.now(UTC)
+            session.execute(
+                update(UploadLease)
+                .where(UploadLease.id == self.id)
+                .where(UploadLease.heartbeat_at >= now - timedelta(seconds=self._timeout))
+                .values(heartbeat_at=now)
+            )
+
+    def fence(self, session: Session) -> None:
+        """Start an indexing transaction: the shared GC lock, then proof GC took nothing.
+
+        Raises ``PushStalled`` (503) when this lease went stale: the push's bytes may
+        be gone, so nothing may be indexed.
+        """
+        lock_blobs_shared(session)
+        self._require_alive(session)
+
+    def _require_alive(self, session: Session) -> None:
+        if not self.is_alive(session):
+            raise PushStalled(
+                "this upload stalled for longer than REGISTRY_LEASE_TIMEOUT "
+                f"({self._timeout:g}s), so garbage collection may have taken part of it; "
+                "nothing was indexed: send it again",
+                retry_after=1,
+            )
+
+    def is_alive(self, session: Session) -> bool:
+        """Whether GC has honoured this lease all along (call in the indexing transaction).
+
+        True only if the lease row exists and its heartbeat is recent: heartbeats never
+        revive a stale lease, so a live lease was never stale, and GC (which checks
+        leases under the exclusive lock) has not collected anything it names.
+        """
+        cutoff = datetime.now(UTC) - timedelta(seconds=self._timeout)
+        beat = session.scalar(select(UploadLease.heartbeat_at).where(UploadLease.id == self.id))
+        return beat is not None and beat >= cutoff
 
     def release(self, session: Session | None = None) -> None:
         """Drop the lease, in the caller's transaction when given (same commit as the rows)."""

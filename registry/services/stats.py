@@ -7,18 +7,25 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from registry.db.tables import Blob, Carton, Model
+from registry.db.tables import Blob, Carton, Model, Pack
 from registry.services.context import RegistryContext
 
 
 def stats(session: Session) -> dict[str, Any]:
-    """logical: bytes of every carton's files; stored: bytes of the blobs they reference."""
+    """logical: bytes of every carton's files; stored: what the blob store holds for them.
+
+    Stored counts whole blobs and packs (with their unreferenced chunks, until GC
+    rewrites the pack), not the files inside packs: a ``du`` of the store.
+    """
     models = session.scalar(select(func.count()).select_from(Model)) or 0
     cartons = session.scalar(select(func.count()).select_from(Carton)) or 0
     logical = session.scalar(select(func.coalesce(func.sum(Carton.total_bytes), 0))) or 0
-    blobs, stored = session.execute(
-        select(func.count(), func.coalesce(func.sum(Blob.size), 0)).select_from(Blob)
-    ).one()
+    blobs = session.scalar(select(func.count()).select_from(Blob)) or 0
+    whole = session.scalar(
+        select(func.coalesce(func.sum(Blob.size), 0)).where(Blob.chunked.is_(False))
+    )
+    packs = session.scalar(select(func.coalesce(func.sum(Pack.size), 0)))
+    stored = int(whole or 0) + int(packs or 0)
     return {
         "models": int(models),
         "cartons": int(cartons),

@@ -21,9 +21,10 @@ from registry.carton.manifest import MANIFEST_NAME, build_manifest, path_problem
 from registry.carton.paths import TENSOR_INDEX
 from registry.carton.tensor_data import write_tensor_index
 from registry.carton.zipwrite import STORED, write_zip
-from registry.db.tables import Blob, CartonFile, Model, Version
+from registry.db.tables import CartonFile, Model, Version
 from registry.errors import InvalidBody, ModelLoadFailed, NotImplementedYet
 from registry.services import models, references
+from registry.services.chunkstore.reader import load_files, stored_size
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_file
 from registry.services.names import validate_model_name
@@ -64,16 +65,18 @@ def unload_model(ctx: RegistryContext, name: str) -> ModelVersions:
 def _version_problem(ctx: RegistryContext, session: Session, row: Version) -> str | None:
     """Why a version is not servable (a blob missing or of the wrong size), or None."""
     files = session.execute(
-        select(CartonFile.path, CartonFile.blob_sha256, Blob.size)
-        .join(Blob, Blob.sha256 == CartonFile.blob_sha256)
+        select(CartonFile.path, CartonFile.blob_sha256)
         .where(CartonFile.manifest_sha256 == row.manifest_sha256)
         .order_by(CartonFile.path)
     ).all()
+    stored = load_files(session, {sha for _, sha in files})
     seen: dict[str, int | None] = {}
-    for path, sha, size in files:
+    for path, sha in files:
+        if sha not in stored:
+            return f"blob {sha} ({path}) has no index row"
         if sha not in seen:
-            seen[sha] = ctx.blobs.stat(sha)
-        actual = seen[sha]
+            seen[sha] = stored_size(ctx.blobs, stored[sha])
+        actual, size = seen[sha], stored[sha].size
         if actual is None:
             return f"blob {sha} ({path}) is missing from the blob store"
         if actual != size:

@@ -70,7 +70,12 @@ def test_every_fixture_pushes_and_repush_is_idempotent(client, registry_ctx, car
     before = counts(registry_ctx)
     again = push(client, carton)
     assert again.status_code == 200
-    assert again.json() == {**body, "bytes_new": 0, "bytes_deduplicated": body["bytes_total"]}
+    assert again.json() == {
+        **body,
+        "bytes_new": 0,
+        "bytes_deduplicated": body["bytes_total"],
+        "bytes_stored": 0,
+    }
     assert counts(registry_ctx) == before
     meta = client.get(f"/api/v1/cartons/{body['manifest_sha256']}").json()
     assert len(meta["files"]) == body["files"]

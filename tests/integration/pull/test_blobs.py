@@ -214,8 +214,9 @@ def test_empty_blob(client):
     assert r.status_code == 416 and r.headers["content-range"] == "bytes */0"
 
 
-@pytest.mark.settings(s3_presign_downloads=True)
+@pytest.mark.settings(s3_presign_downloads=True, chunk_min_file_bytes=1 << 30)
 def test_presigned_redirect_for_get_never_for_head(client, registry_ctx, blobs, backend):
+    """A file stored whole is one object: GET may go to the store directly."""
     digest = blobs["text"]
     url = f"/blobs/{digest}"
     head = client.head(url, follow_redirects=False)
@@ -233,3 +234,14 @@ def test_presigned_redirect_for_get_never_for_head(client, registry_ctx, blobs, 
     direct = httpx.get(location, headers={"Accept-Encoding": "identity"})
     assert direct.status_code == 200
     assert sha256(direct.content) == digest
+
+
+@pytest.mark.settings(s3_presign_downloads=True)
+def test_chunked_files_are_streamed_by_the_registry_even_with_presigning(client, blobs):
+    """A chunked file lives in packs: no single object to presign, so no redirect."""
+    digest = blobs["text"]
+    assert len(TEXT) > 64 * 1024  # chunked at the default threshold
+    r = client.get(
+        f"/blobs/{digest}", follow_redirects=False, headers={"Accept-Encoding": "identity"}
+    )
+    assert r.status_code == 200 and r.content == TEXT

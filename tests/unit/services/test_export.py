@@ -7,7 +7,8 @@ import pytest
 from registry.blobstore import BlobNotFound
 from registry.errors import CartonNotFound, InvalidDigest, InvalidParameter
 from registry.services import cartons, deletes
-from registry.services.export import blob_size, build_carton
+from registry.services.chunkstore.reader import find_file
+from registry.services.export import build_carton
 from tests.conftest import fixture_carton
 from tests.helpers import check_full, check_slim, make_carton, sha
 
@@ -84,12 +85,12 @@ def test_bad_requests(ctx) -> None:
         build_carton(ctx, sha(b"never pushed"))
 
 
-def test_blob_size_from_the_index_else_the_store(ctx, push) -> None:
+def test_blob_found_from_the_index_else_the_store(ctx, push) -> None:
     push(make_carton({"w": BIG}, model_name="m"))
-    assert blob_size(ctx, sha(BIG)) == len(BIG)
+    assert find_file(ctx, sha(BIG)).size == len(BIG)
     ctx.blobs.put_bytes(sha(b"store only"), b"store only")
-    assert blob_size(ctx, sha(b"store only")) == len(b"store only")
+    assert find_file(ctx, sha(b"store only")).size == len(b"store only")
     with pytest.raises(BlobNotFound):
-        blob_size(ctx, sha(b"absent"))
+        find_file(ctx, sha(b"absent"))
     with pytest.raises(InvalidDigest):
-        blob_size(ctx, "ABC")
+        find_file(ctx, "ABC")

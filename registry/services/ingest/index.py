@@ -1,7 +1,8 @@
-"""Push, rows second: blobs, carton, files, model version and tag in one transaction.
+"""Rows second, for a pushed carton: carton, files, model version and tag.
 
-Runs only once every byte is stored and verified (``ingest_bytes``); concurrent pushes
-of the same manifest or model meet at unique keys, and the loser reads the winner's rows.
+Runs in the push's indexing transaction once every file has its row
+(``chunkstore.index.record_files``); concurrent pushes of the same manifest or
+model meet at unique keys, and the loser reads the winner's rows.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from sqlalchemy.orm import Session
 from registry.carton.config import CartonConfig
 from registry.carton.manifest import Manifest
 from registry.db.queries import insert_ignore
-from registry.db.tables import Blob, Carton, CartonFile, Model, Tag, Version, utcnow
-from registry.services.ingest_bytes import BlobFacts
+from registry.db.tables import Carton, CartonFile, Model, Tag, Version, utcnow
 from registry.services.listing import refresh_model_listing
 
 
@@ -22,19 +22,14 @@ def index_carton(
     manifest: Manifest,
     config: CartonConfig,
     toml_bytes: bytes,
-    facts: dict[str, BlobFacts],
+    sizes: dict[str, int],
     name: str | None,
     tag: str | None,
 ) -> tuple[bool, str | None, int | None]:
-    """Rows second: blobs, carton, files, model version, tag.
+    """Rows second (the files' rows are already in): carton, files, model version, tag.
 
     Returns (created, model name, version).
     """
-    insert_ignore(
-        session,
-        Blob.__table__,  # type: ignore[arg-type]
-        [{"sha256": s, "size": f.size, "crc32": f.crc32} for s, f in sorted(facts.items())],
-    )
     created = False
     if session.get(Carton, manifest.sha256) is None:
         runner = config.runner
@@ -52,7 +47,7 @@ def index_carton(
                 runner_compat_version=runner.runner_compat_version if runner else None,
                 required_platforms=list(config.required_platforms),
                 file_count=len(manifest.entries),
-                total_bytes=sum(facts[e.sha256].size for e in manifest.entries),
+                total_bytes=sum(sizes[e.sha256] for e in manifest.entries),
             )
         )
         session.flush()
@@ -63,7 +58,7 @@ def index_carton(
                     "manifest_sha256": manifest.sha256,
                     "path": e.path,
                     "blob_sha256": e.sha256,
-                    "size": facts[e.sha256].size,
+                    "size": sizes[e.sha256],
                 }
                 for e in manifest.entries
             ],

@@ -1,0 +1,161 @@
+"""The chunk store on the memory blob store + SQLite: files in, the same bytes out, deduplicated."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import func, select
+
+from registry.db.tables import Blob, BlobSegment, Chunk, Pack
+from registry.services.chunkstore.index import record_files
+from registry.services.chunkstore.layout import FileLayout
+from registry.services.chunkstore.reader import iter_file, load_file, read_file
+from registry.services.chunkstore.writer import PackSession
+from registry.services.context import RegistryContext
+from registry.services.leases import Lease
+
+MiB = 1024 * 1024
+
+
+def write_files(ctx: RegistryContext, files: list[bytes], piece: int = 300_000) -> list[FileLayout]:
+    """Each file through one push's pack session, fed in pieces, then indexed."""
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        packs = PackSession(ctx, lease)
+        layouts = []
+        for data in files:
+            writer = packs.file_writer()
+            for at in range(0, len(data), piece):
+                writer.write(data[at : at + piece])
+            layouts.append(writer.close())
+        packs.finish()
+        with ctx.transaction() as session:
+            lease.fence(session)
+            record_files(session, layouts, packs.publish(session))
+            lease.release(session)
+        packs.published()
+    return layouts
+
+
+def stored_bytes(ctx: RegistryContext) -> int:
+    with ctx.sessions() as s:
+        return int(s.scalar(select(func.coalesce(func.sum(Pack.size), 0))) or 0)
+
+
+def read_back(ctx: RegistryContext, sha256: str, start: int = 0, end: int | None = None) -> bytes:
+    with ctx.sessions() as s:
+        stored = load_file(s, sha256)
+    assert stored is not None
+    return read_file(ctx.blobs, stored, start, end)
+
+
+def test_a_large_file_is_chunked_and_reads_back(ctx: RegistryContext) -> None:
+    data = os.urandom(5 * MiB + 123)
+    (layout,) = write_files(ctx, [data])
+    assert layout.sha256 == hashlib.sha256(data).hexdigest()
+    assert layout.chunked and layout.segments is not None
+    assert len(layout.segments) == 1  # a fresh file: one run of chunks in one pack
+    assert read_back(ctx, layout.sha256) == data
+    with ctx.sessions() as s:
+        assert s.scalar(select(Blob.chunked).where(Blob.sha256 == layout.sha256)) is True
+        chunks = s.scalar(select(func.count()).select_from(Chunk))
+    assert 5 * MiB // ctx.chunk_params.max_size <= chunks <= 5 * MiB // ctx.chunk_params.min_size
+
+
+def test_small_files_stay_whole(ctx: RegistryContext) -> None:
+    (layout,) = write_files(ctx, [b"tiny" * 100])
+    assert not layout.chunked
+    assert ctx.blobs.read_bytes(layout.sha256) == b"tiny" * 100
+
+
+def test_a_variant_stores_only_what_changed(ctx: RegistryContext) -> None:
+    base = bytearray(os.urandom(8 * MiB))
+    write_files(ctx, [bytes(base)])
+    before = stored_bytes(ctx)
+    variant = base[: 3 * MiB] + os.urandom(512 * 1024) + base[3 * MiB + 100 :]  # shifted tail
+    (layout,) = write_files(ctx, [bytes(variant)])
+    added = stored_bytes(ctx) - before
+    assert 512 * 1024 <= added <= 512 * 1024 + 4 * ctx.chunk_params.max_size
+    assert layout.new_chunk_bytes == added
+    assert read_back(ctx, layout.sha256) == bytes(variant)
+    assert layout.segments is not None and len(layout.segments) >= 3  # base, new, base
+
+
+def test_the_same_file_twice_adds_nothing(ctx: RegistryContext) -> None:
+    data = os.urandom(2 * MiB)
+    write_files(ctx, [data])
+    before = stored_bytes(ctx)
+    (again,) = write_files(ctx, [data])
+    assert stored_bytes(ctx) == before and again.new_chunk_bytes == 0
+    with ctx.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(Blob)) == 1
+        segments = s.scalar(select(func.count()).select_from(BlobSegment))
+    assert segments == 1
+
+
+def test_identical_chunks_within_one_push_are_stored_once(ctx: RegistryContext) -> None:
+    block = os.urandom(3 * MiB)
+    layouts = write_files(ctx, [block + b"a", block + b"b"])
+    assert layouts[1].new_chunk_bytes < ctx.chunk_params.max_size * 2
+    assert read_back(ctx, layouts[1].sha256) == block + b"b"
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    cuts=st.lists(st.tuples(st.integers(0, 3 * MiB), st.integers(0, 3 * MiB)), max_size=6),
+)
+def test_any_range_reads_what_the_file_holds(ctx: RegistryContext, seed: int, cuts) -> None:
+    rng = random.Random(seed)
+    shared = rng.randbytes(MiB)
+    data = rng.randbytes(rng.randint(70_000, MiB)) + shared + rng.randbytes(rng.randint(0, MiB))
+    (layout,) = write_files(ctx, [data], piece=rng.randint(1, 400_000))
+    with ctx.sessions() as s:
+        stored = load_file(s, layout.sha256)
+    assert stored is not None and stored.size == len(data)
+    for a, b in cuts:
+        start, end = min(a, b), max(a, b)
+        assert b"".join(iter_file(ctx.blobs, stored, start, end, 65_537)) == data[start:end]
+    assert read_file(ctx.blobs, stored, len(data) + 5) == b""
+
+
+def test_a_rejected_session_leaves_no_pack(ctx: RegistryContext) -> None:
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        packs = PackSession(ctx, lease)
+        writer = packs.file_writer()
+        writer.write(os.urandom(3 * MiB))
+        writer.close()
+        packs.finish()
+        assert list(ctx.blobs.iter_packs())
+        packs.discard()
+    assert list(ctx.blobs.iter_packs()) == []
+
+
+@pytest.mark.settings(lease_timeout=0.5)
+def test_a_stale_lease_fences_the_index(ctx: RegistryContext) -> None:
+    """A lease whose heartbeat went stale stays dead: indexing fails, even if it beats again."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import update
+
+    from registry.db.tables import UploadLease
+    from registry.errors import PushStalled
+
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        with ctx.transaction() as session:
+            session.execute(
+                update(UploadLease)
+                .where(UploadLease.id == lease.id)
+                .values(heartbeat_at=datetime.now(UTC) - timedelta(seconds=5))
+            )
+        lease.beat()  # too late: the lease stays dead
+        with pytest.raises(PushStalled, match="REGISTRY_LEASE_TIMEOUT"), ctx.transaction() as s:
+            lease.fence(s)
