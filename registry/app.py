@@ -13,6 +13,7 @@ from litestar.types import ControllerRouterHandler
 from registry import __version__
 from registry.http.api import ApiController
 from registry.http.auth import require_pull
+from registry.http.chunks import ChunksController
 from registry.http.deps import provide_ctx
 from registry.http.errors import EXCEPTION_HANDLERS
 from registry.http.health import healthz
@@ -35,6 +36,7 @@ def route_handlers() -> list[ControllerRouterHandler]:
         guards=[require_pull],
         route_handlers=[
             ApiController,
+            ChunksController,
             *cartons.ROUTES,
             *blobs.ROUTES,
             *v2.ROUTES,

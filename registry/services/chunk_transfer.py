@@ -1,0 +1,202 @@
+"""The chunk transfer verbs (docs/chunk-transfer.md): which chunks are missing, chunk
+uploads, assembling a file from stored chunks, and a file's chunk list for pulls.
+
+Nothing a client sends is trusted: every uploaded chunk is hashed against its
+name, and an assembled file is read back from the store and hashed against its
+sha256 before it exists as a blob.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+from sqlalchemy import select
+
+from registry.blobstore.chunking import chunk_hash
+from registry.carton.digests import is_sha256
+from registry.carton.streams import MiB, read_full
+from registry.db.queries import in_chunks
+from registry.db.tables import Chunk, Pack
+from registry.errors import (
+    ChunkMismatch,
+    ChunksMissing,
+    InvalidBody,
+    InvalidDigest,
+    ManifestMismatch,
+    UploadTooLarge,
+)
+from registry.services.chunkstore.index import record_files
+from registry.services.chunkstore.layout import FileLayout, parse_pack_table, segments_of
+from registry.services.chunkstore.reader import find_file, iter_file, stored_from_layout
+from registry.services.chunkstore.writer import PackSession
+from registry.services.context import RegistryContext
+from registry.services.leases import Lease
+from registry.services.names import require_sha256
+
+MAX_BATCH_BYTES = 64 * MiB
+MAX_QUERY = 100_000
+_RECORD = struct.Struct(">32sI")
+
+
+def chunking(ctx: RegistryContext) -> dict[str, Any]:
+    """What a client needs to cut files exactly as the registry does."""
+    return {
+        **ctx.chunk_params.as_json(),
+        "min_file_bytes": ctx.settings.chunk_min_file_bytes,
+        "max_batch_bytes": MAX_BATCH_BYTES,
+        "max_query": MAX_QUERY,
+    }
+
+
+def _chunk_names(values: Iterable[object]) -> list[str]:
+    names = list(values)
+    if len(names) > MAX_QUERY:
+        raise InvalidBody(f"at most {MAX_QUERY} chunks per request")
+    for name in names:
+        if not is_sha256(name):  # BLAKE3 names are 64 lowercase hex digits too
+            raise InvalidDigest(f"invalid chunk name {name!r}: expected 64 lowercase hex digits")
+    return names  # type: ignore[return-value]
+
+
+def missing_chunks(ctx: RegistryContext, values: Iterable[object]) -> list[str]:
+    """The chunks the registry cannot read from a live pack."""
+    names = _chunk_names(values)
+    present: set[str] = set()
+    with ctx.sessions() as session:
+        for batch in in_chunks(sorted(set(names))):
+            present.update(
+                session.scalars(
+                    select(Chunk.hash)
+                    .join(Pack, Pack.id == Chunk.pack_id)
+                    .where(Chunk.hash.in_(batch), Pack.retired_at.is_(None))
+                )
+            )
+    return [n for n in dict.fromkeys(names) if n not in present]
+
+
+def _records(body: BinaryIO, max_chunk: int) -> Iterable[tuple[str, bytes]]:
+    """(name, bytes) of each record of an upload body, each verified against its name."""
+    while True:
+        head = read_full(body, _RECORD.size)
+        if not head:
+            return
+        if len(head) != _RECORD.size:
+            raise InvalidBody("chunk upload ends inside a record header")
+        digest, length = _RECORD.unpack(head)
+        name = digest.hex()
+        if not 0 < length <= max_chunk:
+            raise InvalidBody(f"chunk {name} is {length} bytes; chunks are 1 to {max_chunk}")
+        data = read_full(body, length)
+        if len(data) != length:
+            raise InvalidBody(f"chunk upload ends inside chunk {name}")
+        actual = chunk_hash(data)
+        if actual != name:
+            raise ChunkMismatch(f"chunk {name}: its {length} bytes hash to {actual}")
+        yield name, data
+
+
+def store_chunks(ctx: RegistryContext, body: BinaryIO) -> dict[str, int]:
+    """Store an upload's chunks (module doc); all of them, or none if one is bad."""
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        packs = PackSession(ctx, lease)
+        try:
+            batch: list[tuple[str, bytes]] = []
+            size = total = count = 0
+            for record in _records(body, ctx.chunk_params.max_size):
+                batch.append(record)
+                size += len(record[1])
+                total += len(record[1])
+                count += 1
+                if total > MAX_BATCH_BYTES:
+                    raise UploadTooLarge(
+                        f"a chunk upload holds at most {MAX_BATCH_BYTES} bytes of chunks"
+                    )
+                if size >= 16 * MiB:
+                    packs.place(batch)
+                    batch, size = [], 0
+            packs.place(batch)
+            packs.finish()
+            with ctx.transaction() as session:
+                lease.fence(session)
+                packs.publish(session)
+                lease.release(session)
+            packs.published()
+        except BaseException:
+            packs.discard()
+            raise
+    return {
+        "chunks": count,
+        "stored": packs.chunks_written,
+        "bytes_stored": packs.chunk_bytes_written,
+    }
+
+
+def assemble_blob(
+    ctx: RegistryContext, sha256: str, size: object, chunks: Iterable[object]
+) -> dict[str, Any]:
+    """Make ``sha256`` a blob from stored chunks, verified by reading them back."""
+    require_sha256(sha256, "sha256")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise InvalidBody('"size" must be a non-negative integer')
+    names = _chunk_names(chunks)
+    if not names:
+        raise InvalidBody("a file is assembled from at least one chunk")
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        packs = PackSession(ctx, lease)
+        found = packs.lookup(set(names))
+        missing = [n for n in dict.fromkeys(names) if n not in found]
+        if missing:
+            raise ChunksMissing(
+                f"{len(missing)} of the file's chunks are not stored, e.g. {missing[0]}",
+                missing=missing,
+            )
+        segments = segments_of([found[n] for n in names])
+        held = sum(s.length for s in segments)
+        if held != size:
+            raise ManifestMismatch(
+                f"the chunks hold {held} bytes, not the {size} announced for {sha256}"
+            )
+        h, crc = hashlib.sha256(), 0
+        for data in iter_file(ctx.blobs, stored_from_layout(FileLayout(sha256, size, 0, segments))):
+            h.update(data)
+            crc = zlib.crc32(data, crc)
+        if h.hexdigest() != sha256:
+            raise ManifestMismatch(f"the chunks reassemble to sha256 {h.hexdigest()}, not {sha256}")
+        layout = FileLayout(sha256, size, crc, segments)
+        with ctx.transaction() as session:
+            lease.fence(session)
+            new = record_files(session, [layout], packs.publish(session))
+            lease.release(session)
+    ctx.caches.index_changed()
+    return {"sha256": sha256, "size": size, "created": bool(new)}
+
+
+def reconstruction(ctx: RegistryContext, sha256: str) -> dict[str, Any]:
+    """A file's chunks in order, with their offsets in the file, for clients with a cache."""
+    stored = find_file(ctx, sha256)
+    if stored.ranges is None:
+        return {"sha256": sha256, "size": stored.size, "chunked": False}
+    with ctx.sessions() as session:
+        tables = {
+            r.name: parse_pack_table(bytes(r.chunk_table))
+            for r in session.execute(
+                select(Pack.name, Pack.chunk_table).where(
+                    Pack.name.in_(sorted({r.pack for r in stored.ranges}))
+                )
+            )
+        }
+    chunks: list[dict[str, Any]] = []
+    offset = 0
+    for r in stored.ranges:
+        table = tables[r.pack]
+        at = 0
+        for name, length in table:
+            if r.pack_offset <= at < r.pack_offset + r.length:
+                chunks.append({"hash": name, "offset": offset, "size": length})
+                offset += length
+            at += length
+    return {"sha256": sha256, "size": stored.size, "chunked": True, "chunks": chunks}
