@@ -80,6 +80,34 @@ def slim_zip(archive: CartonArchive) -> bytes:
     return out.getvalue()
 
 
+RECOVERY_ATTEMPTS = 3
+"""Rounds of uploading what the registry reports missing before a push gives up."""
+
+
+def _uploads_for(archive: CartonArchive, hashes: list[str]) -> list[tuple[str, str, int]]:
+    """(sha256, member, size) for each of ``hashes`` the local zip holds."""
+    uploads = []
+    for sha in hashes:
+        paths = [e.path for e in archive.manifest if e.sha256 == sha and e.path in archive.members]
+        if paths:
+            uploads.append((sha, paths[0], archive.member_size(paths[0])))
+    return uploads
+
+
+def _upload(
+    client: RegistryClient,
+    archive: CartonArchive,
+    uploads: list[tuple[str, str, int]],
+    outcome: PushOutcome,
+    progress: Progress | None,
+) -> None:
+    for sha, member, member_size in uploads:
+        with archive.open_member(member) as reader:
+            client.put_blob(sha, reader.iter_chunks(CHUNK), member_size, progress)
+        outcome.uploaded_blobs += 1
+        outcome.uploaded_bytes += member_size
+
+
 def push_carton(
     client: RegistryClient,
     path: str | os.PathLike[str],
@@ -121,13 +149,18 @@ def push_carton(
             on_plan(plan)
         outcome = PushOutcome(plan.manifest_sha256, {}, linked=plan.linked)
         outcome.already_stored = plan.distinct - len(plan.uploads) - len(plan.linked)
-        for sha, member, member_size in plan.uploads:
-            with archive.open_member(member) as reader:
-                client.put_blob(sha, reader.iter_chunks(CHUNK), member_size, progress)
-            outcome.uploaded_blobs += 1
-            outcome.uploaded_bytes += member_size
+        _upload(client, archive, plan.uploads, outcome, progress)
         body = slim_zip(archive)
-    outcome.response = client.post_carton([body], len(body), model=model, tag=tag)
+        for attempt in range(RECOVERY_ATTEMPTS + 1):
+            try:
+                outcome.response = client.post_carton([body], len(body), model=model, tag=tag)
+                break
+            except ClientError as exc:
+                # A file reported present may have been collected by GC since: send it now.
+                lacking = _uploads_for(archive, exc.missing)
+                if attempt == RECOVERY_ATTEMPTS or not lacking or exc.status != 400:
+                    raise
+                _upload(client, archive, lacking, outcome, progress)
     if outcome.response.get("manifest_sha256") != outcome.manifest_sha256:
         raise ClientError(
             f"the registry stored manifest {outcome.response.get('manifest_sha256')}, "

@@ -26,10 +26,14 @@ Progress = Callable[[int], None]
 class ClientError(Exception):
     """Something the user must be told about; ``status`` is the HTTP status when there was one."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, status: int | None = None, missing: list[str] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        # Files the registry reported neither in the push nor stored (``missing`` in the body).
+        self.missing = missing or []
 
     def __str__(self) -> str:
         return f"{self.message} (HTTP {self.status})" if self.status else self.message
@@ -52,6 +56,16 @@ def error_message(response: httpx.Response) -> str:
     except httpx.ResponseNotRead:
         text = ""
     return text[:500] or response.reason_phrase or "request failed"
+
+
+def missing_files(response: httpx.Response) -> list[str]:
+    """The ``missing`` list of an error body (files a push lacked), else empty."""
+    try:
+        body = response.json()
+    except ValueError:
+        return []
+    missing = body.get("missing") if isinstance(body, dict) else None
+    return [m for m in missing if isinstance(m, str)] if isinstance(missing, list) else []
 
 
 class RegistryClient:
@@ -115,7 +129,9 @@ class RegistryClient:
         if response.status_code >= 400:
             if not response.is_stream_consumed:
                 response.read()
-            raise ClientError(error_message(response), response.status_code)
+            raise ClientError(
+                error_message(response), response.status_code, missing_files(response)
+            )
 
     def close(self) -> None:
         self.http.close()

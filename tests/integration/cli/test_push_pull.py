@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -208,3 +210,46 @@ def test_pull_name_alone_prefers_latest_tag_else_highest_version(cli, live_serve
         run = cli("pull", name, "-o", str(out), "--url", live_server.url)
         assert run.code == 0, run.err
         assert manifest_hash(out) == manifest_hash(expected), name
+
+
+def test_push_recovers_when_gc_takes_a_blob_reported_present(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """The registry said a blob was stored, GC collected it before the carton came: upload it."""
+    from registry.client.transport import RegistryClient
+    from registry.services.deletes import delete_version
+    from registry.services.gc import collect_garbage
+    from tests.helpers import make_carton
+
+    weights = os.urandom(200_000)
+    first = tmp_path / "first.carton"
+    first.write_bytes(make_carton({"model/w.bin": weights}, model_name="racer"))
+    assert cli("push", str(first), "--url", live_server.url).code == 0
+    delete_version(live_server.ctx, "racer", 1)  # the blob is now unreferenced, still stored
+
+    second = tmp_path / "second.carton"
+    second.write_bytes(
+        make_carton({"model/w.bin": weights, "model/x.txt": b"x"}, model_name="racer")
+    )
+    real = RegistryClient.missing_blobs
+
+    def missing_then_gc(self, hashes):  # type: ignore[no-untyped-def]
+        answer = real(self, hashes)
+        collect_garbage(live_server.ctx, grace_seconds=0)  # takes the unreferenced weights
+        return answer
+
+    monkeypatch.setattr(RegistryClient, "missing_blobs", missing_then_gc)
+    run = cli("push", str(second), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert run.last_line == manifest_hash(second)
+    assert run.client.count("PUT", "/api/v1/blobs/") >= 1  # sent once named missing
+    with live_server.ctx.sessions() as s:
+        from sqlalchemy import select
+
+        from registry.db.tables import Blob
+
+        assert s.scalar(select(Blob.sha256).where(Blob.sha256 == sha256_hex(weights)))
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
