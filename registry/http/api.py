@@ -25,6 +25,7 @@ from registry.services import cartons, deletes, listing, models, stats, tags
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_file
 from registry.services.lookups import models_page
+from registry.services.names import require_version
 
 
 class ApiController(Controller):
@@ -176,15 +177,16 @@ class ApiController(Controller):
         return schemas.TagDeleted(model_name=name, tag=tag, deleted=True)
 
     @delete(
-        "/models/{name:str}/versions/{version:int}",
+        "/models/{name:str}/versions/{version:str}",
         status_code=200,
         guards=[require_delete],
         summary="Remove a version",
     )
     async def delete_version(
-        self, ctx: RegistryContext, name: str, version: int
+        self, ctx: RegistryContext, name: str, version: str
     ) -> schemas.VersionDeleted:
-        result = await anyio.to_thread.run_sync(deletes.delete_version, ctx, name, version)
+        number = require_version(version)  # strictly: "+1" must not delete version 1
+        result = await anyio.to_thread.run_sync(deletes.delete_version, ctx, name, number)
         return as_body(result, schemas.VersionDeleted)
 
     @get("/stats", summary="Counts and storage accounting")

@@ -28,7 +28,6 @@ from litestar.response import Stream
 from registry.errors import NotFound
 from registry.http import web
 from registry.http.conditional import (
-    DIGITS,
     IMMUTABLE,
     Unsatisfiable,
     not_modified,
@@ -39,6 +38,7 @@ from registry.http.streaming import coalesce, empty_response, open_stream
 from registry.services.context import RegistryContext
 from registry.services.export import ExportedCarton, build_carton, validate_form
 from registry.services.lookups import tag_manifest, version_manifest
+from registry.services.names import require_version
 
 CARTON_SUFFIX = ".carton"
 ZIP = "application/zip"
@@ -128,10 +128,8 @@ def _strip_suffix(value: str, what: str) -> str:
 async def version_redirect(
     request: Request, ctx: RegistryContext, name: str, file: str
 ) -> Response[bytes]:
-    number = _strip_suffix(file, "version")
-    if not DIGITS.fullmatch(number):
-        raise NotFound(f"model {name!r} has no version {number!r}")
-    manifest = await anyio.to_thread.run_sync(version_manifest, ctx, name, int(number))
+    number = require_version(_strip_suffix(file, "version"))
+    manifest = await anyio.to_thread.run_sync(version_manifest, ctx, name, number)
     return _redirect_to_carton(request, manifest)
 
 

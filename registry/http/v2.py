@@ -21,9 +21,8 @@ from registry.errors import InvalidRequest, StorageUnavailable
 from registry.http.auth import require_push
 from registry.http.deps import read_body
 from registry.services.context import RegistryContext
-from registry.services.names import validate_model_name
+from registry.services.names import parse_version, validate_model_name
 from registry.services.triton import metadata, repository, self_tests
-from registry.services.triton.versions import parse_version
 from registry.triton.documents import (
     IndexEntry,
     ModelConfig,
