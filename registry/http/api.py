@@ -12,13 +12,14 @@ from functools import partial
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-from litestar import Controller, Request, Response, delete, get, post, put
+from litestar import Controller, Request, Response, delete, post, put
 
 from registry.carton.streams import IteratorReader
 from registry.errors import UploadTooLarge
 from registry.http import schemas
 from registry.http.auth import require_delete, require_push
 from registry.http.deps import spooled_request
+from registry.http.routing import get
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import blobs as blob_service
 from registry.services import cartons, deletes, listing, models, stats, tags

@@ -15,11 +15,12 @@ from functools import partial
 from typing import Any
 
 import anyio
-from litestar import MediaType, Request, Response, get, post
+from litestar import MediaType, Request, Response, post
 
 from registry.errors import InvalidRequest, StorageUnavailable
 from registry.http.auth import require_push
 from registry.http.deps import read_body
+from registry.http.routing import get
 from registry.services.context import RegistryContext
 from registry.services.names import parse_version, validate_model_name
 from registry.services.triton import metadata, repository, self_tests

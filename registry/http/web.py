@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from litestar import MediaType, Response, get
+from litestar import MediaType, Response
 from litestar.datastructures import CacheControlHeader
 from litestar.static_files import create_static_files_router
 from markdown_it import MarkdownIt
@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from registry import __version__
 from registry.errors import NotFound
+from registry.http.routing import get
 from registry.services import webviews
 from registry.services.context import RegistryContext
 from registry.services.names import parse_version

@@ -28,11 +28,16 @@ def test_a_version_that_is_not_plain_digits_deletes_nothing(client, pushed, spel
     assert client.delete(f"/api/v1/models/{name}/versions/1").status_code == 200
 
 
+@pytest.mark.parametrize("spelling", ["+1", "01", "%201", "1%20"])
+def test_a_carton_url_with_a_non_canonical_version_names_no_carton(client, pushed, spelling):
+    url = f"/models/{pushed['model_name']}/versions/{spelling}.carton"
+    assert client.get(url, follow_redirects=False).status_code == 404
+    assert client.get(f"/models/{pushed['model_name']}/versions/1.carton").status_code == 200
+
+
 @pytest.mark.parametrize(
     "url",
     [
-        "/models/{name}/versions/+1.carton",
-        "/models/{name}/versions/01.carton",
         "/models/{name}?version=+1",
         "/models/{name}?version=%C2%B2",
         "/v2/models/{name}/versions/+1",
