@@ -18,7 +18,7 @@ from registry.carton.streams import IteratorReader
 from registry.errors import UploadTooLarge
 from registry.http import schemas
 from registry.http.auth import require_delete, require_push
-from registry.http.deps import spooled_request
+from registry.http.deps import declared_length, spooled_request
 from registry.http.routing import get
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import blobs as blob_service
@@ -80,8 +80,8 @@ class ApiController(Controller):
     async def put_blob(
         self, request: Request, ctx: RegistryContext, sha256: str
     ) -> Response[schemas.StoredBlob]:
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > ctx.settings.max_upload_bytes:
+        declared = declared_length(request)
+        if declared is not None and declared > ctx.settings.max_upload_bytes:
             raise UploadTooLarge(f"blob of {declared} bytes exceeds REGISTRY_MAX_UPLOAD_BYTES")
         stream = request.stream()
 

@@ -19,6 +19,14 @@ def provide_ctx(state: State) -> RegistryContext:
     return state.ctx  # type: ignore[no-any-return]
 
 
+def declared_length(request: Request) -> int | None:
+    """The body size ``Content-Length`` announces; None when absent or not plain digits."""
+    value = request.headers.get("content-length")
+    if value is None or not value.isascii() or not value.isdigit() or len(value) > 19:
+        return None
+    return int(value)
+
+
 @asynccontextmanager
 async def spooled_request(
     request: Request, ctx: RegistryContext, max_bytes: int
@@ -27,8 +35,8 @@ async def spooled_request(
 
     The file is removed when the block ends; GC skips it while it is locked.
     """
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+    declared = declared_length(request)
+    if declared is not None and declared > max_bytes:
         raise UploadTooLarge(
             f"upload of {declared} bytes exceeds REGISTRY_MAX_UPLOAD_BYTES ({max_bytes} bytes)"
         )
@@ -50,7 +58,7 @@ async def spooled_request(
                 await anyio.to_thread.run_sync(out.write, data)
         if pending:
             await anyio.to_thread.run_sync(out.write, b"".join(pending))
-        if declared is not None and declared.isdigit() and total != int(declared):
+        if declared is not None and total != declared:
             raise TruncatedUpload(
                 f"truncated upload: received {total} of {declared} bytes announced"
             )
@@ -59,8 +67,8 @@ async def spooled_request(
 
 async def read_body(request: Request, max_bytes: int) -> bytes:
     """The whole body, for small documents only: 413 past ``max_bytes`` (declared or received)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+    declared = declared_length(request)
+    if declared is not None and declared > max_bytes:
         raise UploadTooLarge(
             f"request body of {declared} bytes exceeds the limit of {max_bytes} bytes"
         )

@@ -144,6 +144,6 @@ def parse_header_length(value: str | None) -> int | None:
     if value is None:
         return None
     value = value.strip()
-    if not value.isascii() or not value.isdigit():
+    if not value.isascii() or not value.isdigit() or len(value) > 19:
         raise TritonFormatError(f"invalid Inference-Header-Content-Length {value!r}")
     return int(value)
