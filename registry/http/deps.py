@@ -65,18 +65,17 @@ async def spooled_request(
         yield path
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The whole body, for small documents only: 413 past ``max_bytes`` (declared or received)."""
+async def read_body(request: Request, max_bytes: int) -> bytearray:
+    """The whole body, for bounded documents only: 413 past ``max_bytes`` (declared or
+    received). One buffer, grown in place: never the chunks and their join at once."""
     declared = declared_length(request)
     if declared is not None and declared > max_bytes:
         raise UploadTooLarge(
             f"request body of {declared} bytes exceeds the limit of {max_bytes} bytes"
         )
-    parts: list[bytes] = []
-    total = 0
+    body = bytearray()
     async for chunk in request.stream():
-        total += len(chunk)
-        if total > max_bytes:
+        if len(body) + len(chunk) > max_bytes:
             raise UploadTooLarge(f"request body exceeds the limit of {max_bytes} bytes")
-        parts.append(chunk)
-    return b"".join(parts)
+        body += chunk
+    return body

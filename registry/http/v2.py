@@ -178,9 +178,13 @@ async def verify_self_test(
 ) -> SelfTestReport:
     number = parse_version(version)
     header_length = parse_header_length(request.headers.get("inference-header-content-length"))
-    body = await read_body(request, ctx.settings.max_v2_body_bytes)
+    # The model, version and self test first: the body is bounded by what they need.
+    verification = await anyio.to_thread.run_sync(
+        self_tests.prepare_verification, ctx, name, number, index
+    )
+    body = await read_body(request, verification.max_body_bytes)
     return await anyio.to_thread.run_sync(
-        self_tests.verify_self_test, ctx, name, number, index, body, header_length
+        self_tests.verify_self_test, verification, body, header_length
     )
 
 

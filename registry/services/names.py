@@ -28,7 +28,7 @@ def require_version(text: str) -> int:
     """The version a URL segment or reference spells; ``InvalidName`` unless it is one."""
     number = names.parse_version(text)
     if number is None:
-        raise InvalidName(f"invalid version {text!r}: {names.VERSION_RULE}")
+        raise InvalidName(f"invalid model version {text!r}: {names.VERSION_RULE}")
     return number
 
 

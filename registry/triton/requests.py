@@ -26,7 +26,7 @@ CONFIG_MEMBER = "model/config.json"
 _FILE_PARAM = re.compile(r"^file:(?P<version>[0-9]+)/(?P<path>.+)$", re.DOTALL)
 
 
-def parse_json_object(raw: bytes) -> dict[str, Any]:
+def parse_json_object(raw: bytes | bytearray) -> dict[str, Any]:
     """A v2 request body: empty (tritonclient sends none) or one JSON object."""
     if not raw.strip():
         return {}
@@ -39,7 +39,7 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def parse_index_body(raw: bytes) -> bool:
+def parse_index_body(raw: bytes | bytearray) -> bool:
     """The index request: ``{"ready": true}`` asks for READY versions only."""
     ready = parse_json_object(raw).get("ready", False)
     if not isinstance(ready, bool):
@@ -47,7 +47,7 @@ def parse_index_body(raw: bytes) -> bool:
     return ready
 
 
-def parse_load_body(raw: bytes) -> dict[str, Any]:
+def parse_load_body(raw: bytes | bytearray) -> dict[str, Any]:
     """The JSON body of load (and unload): empty or an object, optionally with "parameters"."""
     params = parse_json_object(raw).get("parameters", {})
     if params is None:
@@ -57,7 +57,7 @@ def parse_load_body(raw: bytes) -> dict[str, Any]:
     return params
 
 
-def parse_unload_body(raw: bytes) -> bool:
+def parse_unload_body(raw: bytes | bytearray) -> bool:
     """The unload request's ``unload_dependents`` (a model has no dependents here)."""
     dependents = parse_load_body(raw).get("unload_dependents", False)
     if not isinstance(dependents, bool):

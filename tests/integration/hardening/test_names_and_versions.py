@@ -23,7 +23,7 @@ def test_a_version_that_is_not_plain_digits_deletes_nothing(client, pushed, spel
     name = pushed["model_name"]
     response = client.delete(f"/api/v1/models/{name}/versions/{spelling}")
     assert response.status_code == 400, response.text
-    assert "invalid version" in response.json()["error"]
+    assert "invalid model version" in response.json()["error"]
     assert client.get(f"/api/v1/models/{name}").json()["versions"][0]["version"] == 1
     assert client.delete(f"/api/v1/models/{name}/versions/1").status_code == 200
 
