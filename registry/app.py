@@ -18,6 +18,7 @@ from registry.http.deps import provide_ctx
 from registry.http.errors import EXCEPTION_HANDLERS
 from registry.http.health import healthz
 from registry.http.middleware import add_security_headers, middleware
+from registry.http.overload import IngestGate, provide_ingest_gate
 from registry.services.context import RegistryContext
 from registry.settings import Settings
 
@@ -75,9 +76,12 @@ def create_app(settings: Settings | None = None, ctx: RegistryContext | None = N
 
     return Litestar(
         route_handlers=route_handlers(),
-        dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
+        dependencies={
+            "ctx": Provide(provide_ctx, sync_to_thread=False),
+            "ingest_gate": Provide(provide_ingest_gate, sync_to_thread=False),
+        },
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        state=State({"ctx": ctx}),
+        state=State({"ctx": ctx, "ingest_gate": IngestGate.from_settings(settings)}),
         on_shutdown=shutdown,
         request_max_body_size=None,
         middleware=middleware(),

@@ -19,6 +19,7 @@ from registry.errors import UploadTooLarge
 from registry.http import schemas
 from registry.http.auth import require_delete, require_push
 from registry.http.deps import declared_length, spooled_request
+from registry.http.overload import IngestGate
 from registry.http.routing import get
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import blobs as blob_service
@@ -43,12 +44,17 @@ class ApiController(Controller):
         self,
         request: Request,
         ctx: RegistryContext,
+        ingest_gate: IngestGate,
         model: str | None = None,
         tag: str | None = None,
     ) -> Response[schemas.PushedCarton]:
-        async with spooled_request(request, ctx, ctx.settings.max_upload_bytes) as path:
+        max_bytes = ctx.settings.max_upload_bytes
+        async with (
+            ingest_gate.slot() as limiter,
+            spooled_request(request, ctx, max_bytes, limiter) as path,
+        ):
             result = await anyio.to_thread.run_sync(
-                partial(ingest_file, ctx, path, model_name=model, tag=tag)
+                partial(ingest_file, ctx, path, model_name=model, tag=tag), limiter=limiter
             )
         return Response(
             as_body(result, schemas.PushedCarton), status_code=201 if result.created else 200
@@ -78,7 +84,7 @@ class ApiController(Controller):
         summary="Upload one blob, verified",
     )
     async def put_blob(
-        self, request: Request, ctx: RegistryContext, sha256: str
+        self, request: Request, ctx: RegistryContext, ingest_gate: IngestGate, sha256: str
     ) -> Response[schemas.StoredBlob]:
         declared = declared_length(request)
         if declared is not None and declared > ctx.settings.max_upload_bytes:
@@ -92,7 +98,10 @@ class ApiController(Controller):
                 return b""
 
         reader = IteratorReader(iter(next_chunk, b""))
-        result = await anyio.to_thread.run_sync(blob_service.put_blob, ctx, sha256, reader)
+        async with ingest_gate.slot() as limiter:
+            result = await anyio.to_thread.run_sync(
+                blob_service.put_blob, ctx, sha256, reader, limiter=limiter
+            )
         stored = as_body(result, schemas.StoredBlob)
         return Response(stored, status_code=201 if stored.created else 200)
 

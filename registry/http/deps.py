@@ -29,11 +29,12 @@ def declared_length(request: Request) -> int | None:
 
 @asynccontextmanager
 async def spooled_request(
-    request: Request, ctx: RegistryContext, max_bytes: int
+    request: Request, ctx: RegistryContext, max_bytes: int, limiter: anyio.CapacityLimiter
 ) -> AsyncIterator[Path]:
     """Stream the body to a locked temp file (no DB connection held while it arrives).
 
-    The file is removed when the block ends; GC skips it while it is locked.
+    The file is removed when the block ends; GC skips it while it is locked. Its writes
+    run under ``limiter`` (the ingest's, ``registry.http.overload``).
     """
     declared = declared_length(request)
     if declared is not None and declared > max_bytes:
@@ -55,9 +56,9 @@ async def spooled_request(
             if pending_size >= 4 * 1024 * 1024:
                 data = b"".join(pending)
                 pending, pending_size = [], 0
-                await anyio.to_thread.run_sync(out.write, data)
+                await anyio.to_thread.run_sync(out.write, data, limiter=limiter)
         if pending:
-            await anyio.to_thread.run_sync(out.write, b"".join(pending))
+            await anyio.to_thread.run_sync(out.write, b"".join(pending), limiter=limiter)
         if declared is not None and total != declared:
             raise TruncatedUpload(
                 f"truncated upload: received {total} of {declared} bytes announced"

@@ -15,6 +15,7 @@ from registry.blobstore.errors import (
     BlobStoreUnavailable,
 )
 from registry.carton.errors import CartonFormatError, CartonLimitExceeded
+from registry.services.database_errors import DATABASE_ERRORS, as_registry_error
 from registry.triton.errors import TritonFormatError
 
 log = logging.getLogger("registry.http")
@@ -115,6 +116,12 @@ def handle_http_exception(request: Request, exc: HTTPException) -> Response:
     return response
 
 
+def handle_database_error(request: Request, exc: Exception) -> Response:
+    """A lock timeout or an unreachable database: 503 with Retry-After, never a 500."""
+    log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
+    return handle_registry_error(request, as_registry_error(exc))
+
+
 def handle_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return error_response(request, 500, f"internal error: {type(exc).__name__}")
@@ -126,5 +133,6 @@ EXCEPTION_HANDLERS = {
     TritonFormatError: handle_registry_error,
     BlobStoreError: handle_registry_error,
     HTTPException: handle_http_exception,
+    **dict.fromkeys(DATABASE_ERRORS, handle_database_error),
     Exception: handle_unexpected,
 }

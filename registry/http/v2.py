@@ -20,6 +20,7 @@ from litestar import MediaType, Request, Response, post
 from registry.errors import InvalidRequest, StorageUnavailable
 from registry.http.auth import require_push
 from registry.http.deps import read_body
+from registry.http.overload import IngestGate
 from registry.http.routing import get
 from registry.services.context import RegistryContext
 from registry.services.names import parse_version, validate_model_name
@@ -93,13 +94,16 @@ async def repository_index(request: Request, ctx: RegistryContext) -> list[Index
     tags=["v2"],
 )
 async def load_model(
-    request: Request, ctx: RegistryContext, name: str
+    request: Request, ctx: RegistryContext, ingest_gate: IngestGate, name: str
 ) -> ModelVersions | dict[str, Any]:
     validate_model_name(name)  # before reading what may be a large body
-    raw = await read_body(request, ctx.settings.max_v2_body_bytes)
-    params = await anyio.to_thread.run_sync(parse_load_body, raw)
-    del raw
-    return await anyio.to_thread.run_sync(repository.load_model, ctx, name, params)
+    async with ingest_gate.slot() as limiter:
+        raw = await read_body(request, ctx.settings.max_v2_body_bytes)
+        params = await anyio.to_thread.run_sync(parse_load_body, raw, limiter=limiter)
+        del raw
+        return await anyio.to_thread.run_sync(
+            repository.load_model, ctx, name, params, limiter=limiter
+        )
 
 
 @post(
