@@ -18,7 +18,7 @@ from registry.carton.streams import IteratorReader
 from registry.errors import UploadTooLarge
 from registry.http import schemas
 from registry.http.auth import require_delete, require_push
-from registry.http.deps import declared_length, spooled_request
+from registry.http.deps import body_chunks, declared_length, spooled_request
 from registry.http.overload import IngestGate
 from registry.http.routing import get
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
@@ -89,7 +89,7 @@ class ApiController(Controller):
         declared = declared_length(request)
         if declared is not None and declared > ctx.settings.max_upload_bytes:
             raise UploadTooLarge(f"blob of {declared} bytes exceeds REGISTRY_MAX_UPLOAD_BYTES")
-        stream = request.stream()
+        stream = body_chunks(request)
 
         def next_chunk() -> bytes:
             try:

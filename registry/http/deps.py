@@ -10,13 +10,28 @@ import anyio
 from litestar import Request
 from litestar.datastructures import State
 
-from registry.errors import TruncatedUpload, UploadTooLarge
+from registry.errors import TruncatedUpload, UploadStalled, UploadTooLarge
 from registry.services.context import RegistryContext
 from registry.services.uploads import upload_file
 
 
 def provide_ctx(state: State) -> RegistryContext:
     return state.ctx  # type: ignore[no-any-return]
+
+
+async def body_chunks(request: Request) -> AsyncIterator[bytes]:
+    """The request body's chunks; ``UploadStalled`` (408) when none comes for
+    ``REGISTRY_BODY_IDLE_TIMEOUT``, so a trickling client cannot hold a slot forever."""
+    idle = request.app.state.ctx.settings.body_idle_timeout
+    stream = request.stream()
+    while True:
+        with anyio.move_on_after(idle) as waited:
+            chunk = await anext(stream, None)
+        if waited.cancelled_caught:
+            raise UploadStalled(f"request body stalled: nothing received for {idle:g} s")
+        if chunk is None:
+            return
+        yield chunk
 
 
 def declared_length(request: Request) -> int | None:
@@ -45,7 +60,7 @@ async def spooled_request(
         total = 0
         pending: list[bytes] = []
         pending_size = 0
-        async for chunk in request.stream():
+        async for chunk in body_chunks(request):
             total += len(chunk)
             if total > max_bytes:
                 raise UploadTooLarge(
@@ -75,7 +90,7 @@ async def read_body(request: Request, max_bytes: int) -> bytearray:
             f"request body of {declared} bytes exceeds the limit of {max_bytes} bytes"
         )
     body = bytearray()
-    async for chunk in request.stream():
+    async for chunk in body_chunks(request):
         if len(body) + len(chunk) > max_bytes:
             raise UploadTooLarge(f"request body exceeds the limit of {max_bytes} bytes")
         body += chunk

@@ -28,6 +28,7 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     errors.PermissionDenied: 403,
     errors.NotFound: 404,
     errors.Conflict: 409,
+    errors.TimedOut: 408,
     errors.PreconditionFailed: 412,
     errors.TooLarge: 413,
     errors.RangeNotSatisfiable: 416,
@@ -102,6 +103,8 @@ def handle_registry_error(request: Request, exc: Exception) -> Response:
         response.headers["WWW-Authenticate"] = exc.challenge
     if isinstance(exc, errors.Unavailable) and exc.retry_after is not None:
         response.headers["Retry-After"] = str(exc.retry_after)
+    if isinstance(exc, errors.TimedOut):  # the rest of a stalled body is not worth waiting for
+        response.headers["Connection"] = "close"
     return response
 
 
