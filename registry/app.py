@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from litestar import Litestar, Router
+from litestar import HttpMethod, Litestar, Request, Router, route
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.types import ControllerRouterHandler
 
 from registry import __version__
@@ -17,7 +18,8 @@ from registry.http.chunks import ChunksController
 from registry.http.deps import provide_ctx
 from registry.http.errors import EXCEPTION_HANDLERS
 from registry.http.health import healthz
-from registry.http.middleware import middleware
+from registry.http.middleware import add_security_headers, middleware
+from registry.http.overload import IngestGate, provide_ingest_gate
 from registry.services.context import RegistryContext
 from registry.settings import Settings
 
@@ -46,6 +48,24 @@ def route_handlers() -> list[ControllerRouterHandler]:
     return [healthz, *metrics.ROUTES, guarded]
 
 
+class OpenAPIDocument(JsonRenderPlugin):
+    """The OpenAPI document as JSON at ``/api/openapi`` and ``/api/openapi/openapi.json``.
+
+    The only OpenAPI rendering served: Litestar's UI pages load their scripts from CDNs
+    onto the registry's origin, so there are none (issue 12). HEAD answers too.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(path=["/", "/openapi.json"])
+
+    def receive_router(self, router: Router) -> None:
+        @route(self.paths, http_method=[HttpMethod.HEAD], media_type=self.media_type)
+        async def openapi_head(request: Request) -> bytes:
+            return self.render(request, request.app.openapi_schema.to_schema())
+
+        router.register(openapi_head)
+
+
 def create_app(settings: Settings | None = None, ctx: RegistryContext | None = None) -> Litestar:
     settings = settings or (ctx.settings if ctx else Settings.from_env())
     shutdown = []
@@ -58,18 +78,28 @@ def create_app(settings: Settings | None = None, ctx: RegistryContext | None = N
 
     return Litestar(
         route_handlers=route_handlers(),
-        dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
+        dependencies={
+            "ctx": Provide(provide_ctx, sync_to_thread=False),
+            "ingest_gate": Provide(provide_ingest_gate, sync_to_thread=False),
+        },
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        state=State({"ctx": ctx}),
+        state=State({"ctx": ctx, "ingest_gate": IngestGate.from_settings(settings)}),
         on_shutdown=shutdown,
         request_max_body_size=None,
         middleware=middleware(),
+        before_send=[add_security_headers],
         # Logging is the process's business (serve configures it), not the app's: Litestar's
         # default would bind a handler to whatever sys.stderr is at creation.
         logging_config=None,
         openapi_config=OpenAPIConfig(
             title="Carton Registry",
             version=__version__,
-            openapi_router=Router(path="/api/openapi", guards=[require_pull], route_handlers=[]),
+            openapi_router=Router(
+                path="/api/openapi",
+                guards=[require_pull],
+                route_handlers=[],
+                include_in_schema=False,
+            ),
+            render_plugins=[OpenAPIDocument()],
         ),
     )

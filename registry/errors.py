@@ -61,6 +61,10 @@ class PreconditionFailed(RegistryError):
     """A compare-and-swap (``If-Match``) lost."""
 
 
+class TimedOut(RegistryError):
+    """The client took too long: its request stalled (the connection is closed)."""
+
+
 class TooLarge(RegistryError):
     """A body or archive over a configured limit."""
 
@@ -204,6 +208,10 @@ class TokenNameTaken(Conflict):
 
 class TagMoved(PreconditionFailed):
     """``If-Match`` named another manifest than the tag points at now (or it points nowhere)."""
+
+
+class UploadStalled(TimedOut):
+    """A request body that sent nothing for ``REGISTRY_BODY_IDLE_TIMEOUT``."""
 
 
 class UploadTooLarge(TooLarge):

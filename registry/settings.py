@@ -68,6 +68,16 @@ class Settings:
     migrate_on_start: bool = True
     lease_timeout: float = 60.0
     gc_grace: float = 3600.0
+    # Overload: ingests (pushes, blob uploads, v2 loads: every upload) run at most this many
+    # at once per process; more wait up to ingest_queue_timeout, then answer 503 with
+    # Retry-After.
+    max_concurrent_pushes: int = 4
+    ingest_queue_timeout: float = 10.0
+    # Slow clients: a connection whose request headers take longer is closed, and an
+    # upload that sends nothing for body_idle_timeout is cut off (408).
+    header_timeout: float = 30.0
+    body_idle_timeout: float = 60.0
+    keep_alive_timeout: float = 75.0
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -76,6 +86,8 @@ class Settings:
             )
         if not self.blob_store:
             object.__setattr__(self, "blob_store", f"file://{(self.data_dir / 'blobs').resolve()}")
+        if self.max_concurrent_pushes < 1:
+            raise ValueError("REGISTRY_MAX_CONCURRENT_PUSHES must be at least 1")
         if self.auth not in {"off", "write", "all"}:
             raise ValueError(f"REGISTRY_AUTH must be off, write or all, not {self.auth!r}")
         object.__setattr__(self, "public_url", self.public_url.rstrip("/"))
@@ -112,6 +124,7 @@ class Settings:
             ("MAX_MEMBERS", "max_members"),
             ("MAX_CARTON_TOML_BYTES", "max_carton_toml_bytes"),
             ("MAX_V2_BODY_BYTES", "max_v2_body_bytes"),
+            ("MAX_CONCURRENT_PUSHES", "max_concurrent_pushes"),
         ]:
             if (v := get(name)) is not None:
                 values[key] = int(v)
@@ -121,8 +134,15 @@ class Settings:
             values["link_fetch_timeout"] = parse_duration(v)
         if (v := get("LEASE_TIMEOUT")) is not None:
             values["lease_timeout"] = parse_duration(v)
-        if (v := get("GC_GRACE")) is not None:
-            values["gc_grace"] = parse_duration(v)
+        for name, key in [
+            ("GC_GRACE", "gc_grace"),
+            ("INGEST_QUEUE_TIMEOUT", "ingest_queue_timeout"),
+            ("HEADER_TIMEOUT", "header_timeout"),
+            ("BODY_IDLE_TIMEOUT", "body_idle_timeout"),
+            ("KEEP_ALIVE_TIMEOUT", "keep_alive_timeout"),
+        ]:
+            if (v := get(name)) is not None:
+                values[key] = parse_duration(v)
         if (v := get("LINK_FETCH_ALLOW")) is not None:
             values["link_fetch_allow"] = tuple(h.strip() for h in v.split(",") if h.strip())
         for name, key in [

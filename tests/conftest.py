@@ -212,6 +212,7 @@ def start_live_server(ctx: RegistryContext, port: int = 0) -> LiveServer:
     import uvicorn
 
     from registry.app import create_app
+    from registry.http.server import server_options
 
     server = LiveServer.__new__(LiveServer)
     sock = socket.socket()
@@ -219,7 +220,9 @@ def start_live_server(ctx: RegistryContext, port: int = 0) -> LiveServer:
     sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
     server.port, server.url, server.ctx, server._sock = port, f"http://127.0.0.1:{port}", ctx, sock
-    config = uvicorn.Config(create_app(ctx=ctx), log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        create_app(ctx=ctx), log_level="warning", lifespan="on", **server_options(ctx.settings)
+    )
     server.server = uvicorn.Server(config)
     server.thread = threading.Thread(
         target=server.server.run, kwargs={"sockets": [sock]}, daemon=True

@@ -16,8 +16,6 @@ from typing import Any
 from registry.cli.output import err, fail
 from registry.settings import DEFAULT_PORT, Settings
 
-KEEP_ALIVE_SECONDS = 75  # above the 60 s idle timeout of common load balancers
-
 
 def is_loopback(host: str) -> bool:
     if host.lower() in {"localhost", "localhost.localdomain"}:
@@ -48,6 +46,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from registry.app import create_app
+    from registry.http.server import server_options
 
     # One JSON line per request on stderr (registry.access); errors with tracebacks.
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
@@ -59,10 +58,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         proxy_headers=True,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         log_level=args.log_level,
         access_log=False,  # the registry.access JSON lines replace uvicorn's
         log_config=None,
+        **server_options(settings),  # keep-alive and header timeouts
     )
     return 0
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 from registry.carton.manifest import is_sha256
+from registry.carton.names import is_tag, parse_version
 from registry.client.transport import ClientError, RegistryClient
-
-_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def parse_ref(ref: str) -> tuple[str | None, int | None, str | None]:
@@ -19,11 +16,12 @@ def parse_ref(ref: str) -> tuple[str | None, int | None, str | None]:
     if is_sha256(ref):
         return None, None, None
     name, at, tag = ref.rpartition("@")
-    if at and name and _TAG.match(tag):
+    if at and name and is_tag(tag):
         return name, None, tag
     name, colon, version = ref.rpartition(":")
-    if colon and name and version.isdigit():
-        return name, int(version), None
+    number = parse_version(version) if colon else None
+    if name and number is not None:
+        return name, number, None
     if not ref:
         raise ClientError("empty reference")
     return ref, None, None

@@ -6,7 +6,10 @@
   as bodies);
 - ``v2.py`` Triton / KServe v2; ``web.py`` the HTML pages; ``health.py``, ``metrics.py``;
 - ``auth.py`` the scope guards on every route; ``errors.py`` the one table from errors
-  to statuses; ``middleware.py`` access logs and metrics; ``deps.py`` request helpers.
+  to statuses; ``middleware.py`` access logs, metrics, security headers and HEAD;
+  ``routing.py`` ``get`` for GET and HEAD; ``deps.py`` request helpers (bounded,
+  idle-timed body reads); ``overload.py`` the ingest gate; ``server.py`` uvicorn's
+  connection timeouts.
 
 Handlers parse the request, call a service in a worker thread and shape the answer;
 they open no database session and make no storage decision themselves. May import

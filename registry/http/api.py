@@ -12,17 +12,20 @@ from functools import partial
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-from litestar import Controller, Request, Response, delete, get, post, put
+from litestar import Controller, Request, Response, delete, post, put
 
 from registry.http import schemas
 from registry.http.auth import require_delete, require_push
 from registry.http.deps import StreamedBody
+from registry.http.overload import IngestGate
+from registry.http.routing import get
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import blobs as blob_service
 from registry.services import cartons, deletes, listing, models, stats, tags
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_stream
 from registry.services.lookups import models_page
+from registry.services.names import require_version
 
 
 class ApiController(Controller):
@@ -39,13 +42,16 @@ class ApiController(Controller):
         self,
         request: Request,
         ctx: RegistryContext,
+        ingest_gate: IngestGate,
         model: str | None = None,
         tag: str | None = None,
     ) -> Response[schemas.PushedCarton]:
-        body = StreamedBody(request, ctx.settings.max_upload_bytes)
-        result = await anyio.to_thread.run_sync(
-            partial(ingest_stream, ctx, body, model_name=model, tag=tag)  # type: ignore[arg-type]
-        )
+        async with ingest_gate.slot() as limiter:
+            body = StreamedBody(request, ctx.settings.max_upload_bytes)
+            result = await anyio.to_thread.run_sync(
+                partial(ingest_stream, ctx, body, model_name=model, tag=tag),  # type: ignore[arg-type]
+                limiter=limiter,
+            )
         return Response(
             as_body(result, schemas.PushedCarton), status_code=201 if result.created else 200
         )
@@ -74,10 +80,13 @@ class ApiController(Controller):
         summary="Upload one blob, verified",
     )
     async def put_blob(
-        self, request: Request, ctx: RegistryContext, sha256: str
+        self, request: Request, ctx: RegistryContext, ingest_gate: IngestGate, sha256: str
     ) -> Response[schemas.StoredBlob]:
-        body = StreamedBody(request, ctx.settings.max_upload_bytes)
-        result = await anyio.to_thread.run_sync(blob_service.put_blob, ctx, sha256, body)
+        async with ingest_gate.slot() as limiter:
+            body = StreamedBody(request, ctx.settings.max_upload_bytes)
+            result = await anyio.to_thread.run_sync(
+                blob_service.put_blob, ctx, sha256, body, limiter=limiter
+            )
         stored = as_body(result, schemas.StoredBlob)
         return Response(stored, status_code=201 if stored.created else 200)
 
@@ -163,15 +172,16 @@ class ApiController(Controller):
         return schemas.TagDeleted(model_name=name, tag=tag, deleted=True)
 
     @delete(
-        "/models/{name:str}/versions/{version:int}",
+        "/models/{name:str}/versions/{version:str}",
         status_code=200,
         guards=[require_delete],
         summary="Remove a version",
     )
     async def delete_version(
-        self, ctx: RegistryContext, name: str, version: int
+        self, ctx: RegistryContext, name: str, version: str
     ) -> schemas.VersionDeleted:
-        result = await anyio.to_thread.run_sync(deletes.delete_version, ctx, name, version)
+        number = require_version(version)  # strictly: "+1" must not delete version 1
+        result = await anyio.to_thread.run_sync(deletes.delete_version, ctx, name, number)
         return as_body(result, schemas.VersionDeleted)
 
     @get("/stats", summary="Counts and storage accounting")

@@ -25,10 +25,9 @@ import anyio.to_thread
 from litestar import HttpMethod, Request, Response, get, head, route
 from litestar.response import Stream
 
-from registry.errors import NotFound
+from registry.errors import InvalidName, NotFound
 from registry.http import web
 from registry.http.conditional import (
-    DIGITS,
     IMMUTABLE,
     Unsatisfiable,
     not_modified,
@@ -39,6 +38,7 @@ from registry.http.streaming import coalesce, empty_response, open_stream
 from registry.services.context import RegistryContext
 from registry.services.export import ExportedCarton, build_carton, validate_form
 from registry.services.lookups import tag_manifest, version_manifest
+from registry.services.names import require_version
 
 CARTON_SUFFIX = ".carton"
 ZIP = "application/zip"
@@ -82,24 +82,22 @@ async def serve_carton(
     return Stream(stream, status_code=span.status, headers=headers, media_type=ZIP)
 
 
-async def _carton_page(ctx: RegistryContext, ref: str, *, is_head: bool) -> Response[Any]:
-    page = await anyio.to_thread.run_sync(web.carton_page, ctx, ref)
-    if is_head:
-        return empty_response(page.status_code, dict(page.headers), page.media_type or "text/html")
-    return page
+async def _carton_page(ctx: RegistryContext, ref: str) -> Response[Any]:
+    """The web page; for HEAD too (``middleware.HeadWithoutBody`` drops the body)."""
+    return await anyio.to_thread.run_sync(web.carton_page, ctx, ref)
 
 
 @get("/cartons/{file:str}", summary="A rebuilt carton (slim, or ?form=full); or its web page")
 async def carton_get(request: Request, ctx: RegistryContext, file: str) -> Response[Any]:
     if not file.endswith(CARTON_SUFFIX):
-        return await _carton_page(ctx, file, is_head=False)
+        return await _carton_page(ctx, file)
     return await serve_carton(request, ctx, file[: -len(CARTON_SUFFIX)], is_head=False)
 
 
 @head("/cartons/{file:str}", summary="Headers of a rebuilt carton")
 async def carton_head(request: Request, ctx: RegistryContext, file: str) -> Response[None]:
     if not file.endswith(CARTON_SUFFIX):
-        return await _carton_page(ctx, file, is_head=True)
+        return await _carton_page(ctx, file)
     return await serve_carton(request, ctx, file[: -len(CARTON_SUFFIX)], is_head=True)
 
 
@@ -128,10 +126,12 @@ def _strip_suffix(value: str, what: str) -> str:
 async def version_redirect(
     request: Request, ctx: RegistryContext, name: str, file: str
 ) -> Response[bytes]:
-    number = _strip_suffix(file, "version")
-    if not DIGITS.fullmatch(number):
-        raise NotFound(f"model {name!r} has no version {number!r}")
-    manifest = await anyio.to_thread.run_sync(version_manifest, ctx, name, int(number))
+    text = _strip_suffix(file, "version")
+    try:
+        number = require_version(text)
+    except InvalidName:  # a file name, not a version ("+1" too): no such carton URL
+        raise NotFound(f"model {name!r} has no version {text!r}") from None
+    manifest = await anyio.to_thread.run_sync(version_manifest, ctx, name, number)
     return _redirect_to_carton(request, manifest)
 
 

@@ -6,11 +6,13 @@ from functools import partial
 
 import anyio
 import anyio.to_thread
-from litestar import Controller, Request, get, post
+from litestar import Controller, Request, post
 
 from registry.http import schemas
 from registry.http.auth import require_push
 from registry.http.deps import StreamedBody
+from registry.http.overload import IngestGate
+from registry.http.routing import get
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import chunk_transfer
 from registry.services.context import RegistryContext
@@ -51,9 +53,14 @@ class ChunksController(Controller):
         request_max_body_size=MAX_UPLOAD_BODY_BYTES,
         summary="Upload chunks: records of a 32-byte BLAKE3, a 4-byte length and the bytes",
     )
-    async def upload_chunks(self, request: Request, ctx: RegistryContext) -> schemas.StoredChunks:
-        body = StreamedBody(request, MAX_UPLOAD_BODY_BYTES)
-        result = await anyio.to_thread.run_sync(chunk_transfer.store_chunks, ctx, body)
+    async def upload_chunks(
+        self, request: Request, ctx: RegistryContext, ingest_gate: IngestGate
+    ) -> schemas.StoredChunks:
+        async with ingest_gate.slot() as limiter:
+            body = StreamedBody(request, MAX_UPLOAD_BODY_BYTES)
+            result = await anyio.to_thread.run_sync(
+                chunk_transfer.store_chunks, ctx, body, limiter=limiter
+            )
         return as_body(result, schemas.StoredChunks)
 
     @post(
@@ -66,13 +73,19 @@ class ChunksController(Controller):
         summary="Make a blob from stored chunks (verified against its sha256)",
     )
     async def assemble(
-        self, ctx: RegistryContext, sha256: str, data: schemas.AssembleQuery | None = None
+        self,
+        ctx: RegistryContext,
+        ingest_gate: IngestGate,
+        sha256: str,
+        data: schemas.AssembleQuery | None = None,
     ) -> schemas.StoredBlob:
         if data is None:
             raise schemas.AssembleQuery.invalid()
-        result = await anyio.to_thread.run_sync(
-            partial(chunk_transfer.assemble_blob, ctx, sha256, data.size, data.chunks)
-        )
+        async with ingest_gate.slot() as limiter:
+            result = await anyio.to_thread.run_sync(
+                partial(chunk_transfer.assemble_blob, ctx, sha256, data.size, data.chunks),
+                limiter=limiter,
+            )
         return as_body(result, schemas.StoredBlob)
 
     @get("/blobs/{sha256:str}/chunks", summary="A file's chunks in order, for pulls with a cache")

@@ -29,6 +29,16 @@ class Unsatisfiable(Exception):
     """The one range asked for starts at or past the end of the body."""
 
 
+# Past any body's size (sizes fit in 63 bits); what a longer number is taken for.
+BEYOND_ANY_SIZE = 10**19
+
+
+def _number(digits: str) -> int:
+    """A run of decimal digits as an int, never converting thousands of them."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) < 20 else BEYOND_ANY_SIZE
+
+
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     """One ``bytes=`` range as half-open ``(start, end)``; None to answer the whole body.
 
@@ -50,18 +60,18 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     if not first:
         if not DIGITS.fullmatch(last):
             return None
-        n = int(last)
+        n = _number(last)
         if n == 0 or size == 0:
             raise Unsatisfiable
         return max(0, size - n), size
     if not DIGITS.fullmatch(first) or (last and not DIGITS.fullmatch(last)):
         return None
-    start = int(first)
-    if last and int(last) < start:
+    start = _number(first)
+    if last and _number(last) < start:
         return None
     if start >= size:
         raise Unsatisfiable
-    end = size if not last else min(int(last) + 1, size)
+    end = size if not last else min(_number(last) + 1, size)
     return start, end
 
 

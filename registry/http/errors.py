@@ -15,6 +15,7 @@ from registry.blobstore.errors import (
     BlobStoreUnavailable,
 )
 from registry.carton.errors import CartonFormatError, CartonLimitExceeded
+from registry.services.database_errors import DATABASE_ERRORS, as_registry_error
 from registry.triton.errors import TritonFormatError
 
 log = logging.getLogger("registry.http")
@@ -27,6 +28,7 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     errors.PermissionDenied: 403,
     errors.NotFound: 404,
     errors.Conflict: 409,
+    errors.TimedOut: 408,
     errors.PreconditionFailed: 412,
     errors.TooLarge: 413,
     errors.RangeNotSatisfiable: 416,
@@ -103,6 +105,8 @@ def handle_registry_error(request: Request, exc: Exception) -> Response:
         response.headers["WWW-Authenticate"] = exc.challenge
     if isinstance(exc, errors.Unavailable) and exc.retry_after is not None:
         response.headers["Retry-After"] = str(exc.retry_after)
+    if isinstance(exc, errors.TimedOut):  # the rest of a stalled body is not worth waiting for
+        response.headers["Connection"] = "close"
     return response
 
 
@@ -117,6 +121,12 @@ def handle_http_exception(request: Request, exc: HTTPException) -> Response:
     return response
 
 
+def handle_database_error(request: Request, exc: Exception) -> Response:
+    """A lock timeout or an unreachable database: 503 with Retry-After, never a 500."""
+    log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
+    return handle_registry_error(request, as_registry_error(exc))
+
+
 def handle_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return error_response(request, 500, f"internal error: {type(exc).__name__}")
@@ -128,5 +138,6 @@ EXCEPTION_HANDLERS = {
     TritonFormatError: handle_registry_error,
     BlobStoreError: handle_registry_error,
     HTTPException: handle_http_exception,
+    **dict.fromkeys(DATABASE_ERRORS, handle_database_error),
     Exception: handle_unexpected,
 }

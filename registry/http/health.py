@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import anyio
-from litestar import Response, get
+from litestar import Response
 
+from registry.http.routing import get
 from registry.services.context import RegistryContext
 from registry.services.health import readiness
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from litestar import Response, get
+from litestar import Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -26,6 +26,8 @@ from prometheus_client import (
 from prometheus_client import (
     ProcessCollector as _ProcessCollector,
 )
+
+from registry.http.routing import get
 
 if TYPE_CHECKING:
     from registry.services.context import RegistryContext

@@ -154,6 +154,60 @@ class MetricsMiddleware:
             metrics.HTTP_DURATION.labels(method, route).observe(time.perf_counter() - started)
 
 
+# Pages run no inline script or style and no third-party code; images in descriptions may
+# come from https: (the Markdown renderer keeps no other scheme); nobody may frame them.
+PAGE_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' https:; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+# On every answer: no MIME sniffing (blobs are application/octet-stream and stay so), and
+# no registry URL leaks to other sites through Referer.
+ALWAYS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
+ON_PAGES = [
+    (b"content-security-policy", PAGE_POLICY.encode()),
+    (b"x-frame-options", b"DENY"),  # frame-ancestors for browsers without CSP 2
+]
+
+
+async def add_security_headers(message: Message, scope: Scope) -> None:
+    """A ``before_send`` hook (it sees every answer, unrouted 404s too): ``nosniff`` and
+    ``Referrer-Policy`` everywhere; on HTML, a CSP without inline script and no framing."""
+    if message["type"] != "http.response.start":
+        return
+    headers = list(message.get("headers") or ())
+    names = {k.lower() for k, _ in headers}
+    content_type = next((v for k, v in headers if k.lower() == b"content-type"), b"")
+    extra = ALWAYS + (ON_PAGES if content_type.startswith(b"text/html") else [])
+    message["headers"] = headers + [(k, v) for k, v in extra if k not in names]
+
+
+class HeadWithoutBody:
+    """Drops the body of every answer to HEAD, keeping its status and headers.
+
+    Read routes run the GET handler for HEAD (``registry.http.routing.get``); the
+    ``Content-Length`` it computed stays, as HTTP asks.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "HEAD":
+            await self.app(scope, receive, send)
+            return
+        finished = False
+
+        async def send_headers_only(message: Message) -> None:
+            nonlocal finished
+            if message["type"] != "http.response.body":
+                await send(message)
+            elif not finished:
+                finished = True
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        await self.app(scope, receive, send_headers_only)
+
+
 def middleware() -> list[Any]:
-    """Outermost first: request ids and access logs, then metrics."""
-    return [RequestLogMiddleware, MetricsMiddleware]
+    """Outermost first: request ids and access logs, metrics, then HEAD's empty bodies."""
+    return [RequestLogMiddleware, MetricsMiddleware, HeadWithoutBody]

@@ -15,15 +15,16 @@ from functools import partial
 from typing import Any
 
 import anyio
-from litestar import MediaType, Request, Response, get, post
+from litestar import MediaType, Request, Response, post
 
 from registry.errors import InvalidRequest, StorageUnavailable
 from registry.http.auth import require_push
 from registry.http.deps import read_body
+from registry.http.overload import IngestGate
+from registry.http.routing import get
 from registry.services.context import RegistryContext
-from registry.services.names import validate_model_name
+from registry.services.names import parse_version, validate_model_name
 from registry.services.triton import metadata, repository, self_tests
-from registry.services.triton.versions import parse_version
 from registry.triton.documents import (
     IndexEntry,
     ModelConfig,
@@ -93,13 +94,16 @@ async def repository_index(request: Request, ctx: RegistryContext) -> list[Index
     tags=["v2"],
 )
 async def load_model(
-    request: Request, ctx: RegistryContext, name: str
+    request: Request, ctx: RegistryContext, ingest_gate: IngestGate, name: str
 ) -> ModelVersions | dict[str, Any]:
     validate_model_name(name)  # before reading what may be a large body
-    raw = await read_body(request, ctx.settings.max_v2_body_bytes)
-    params = await anyio.to_thread.run_sync(parse_load_body, raw)
-    del raw
-    return await anyio.to_thread.run_sync(repository.load_model, ctx, name, params)
+    async with ingest_gate.slot() as limiter:
+        raw = await read_body(request, ctx.settings.max_v2_body_bytes)
+        params = await anyio.to_thread.run_sync(parse_load_body, raw, limiter=limiter)
+        del raw
+        return await anyio.to_thread.run_sync(
+            repository.load_model, ctx, name, params, limiter=limiter
+        )
 
 
 @post(
@@ -178,9 +182,13 @@ async def verify_self_test(
 ) -> SelfTestReport:
     number = parse_version(version)
     header_length = parse_header_length(request.headers.get("inference-header-content-length"))
-    body = await read_body(request, ctx.settings.max_v2_body_bytes)
+    # The model, version and self test first: the body is bounded by what they need.
+    verification = await anyio.to_thread.run_sync(
+        self_tests.prepare_verification, ctx, name, number, index
+    )
+    body = await read_body(request, verification.max_body_bytes)
     return await anyio.to_thread.run_sync(
-        self_tests.verify_self_test, ctx, name, number, index, body, header_length
+        self_tests.verify_self_test, verification, body, header_length
     )
 
 

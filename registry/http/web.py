@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from litestar import MediaType, Response, get
-from litestar.datastructures import CacheControlHeader
-from litestar.static_files import create_static_files_router
+from litestar import MediaType, Response
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from markupsafe import Markup
 
 from registry import __version__
 from registry.errors import NotFound
+from registry.http.routing import get
 from registry.services import webviews
 from registry.services.context import RegistryContext
 from registry.services.names import parse_version
@@ -264,14 +263,29 @@ def stats_page(ctx: RegistryContext) -> Response[str]:
     return page("stats.html", **webviews.storage_stats(ctx))
 
 
-STATIC_ROUTER = create_static_files_router(
-    path="/static",
-    directories=[STATIC_DIR],
-    include_in_schema=False,
-    cache_control=CacheControlHeader(max_age=3600),
-    name="static",
-)
+# The files under static/, by name, read once: served from memory, so no client-chosen
+# path ever reaches the file system (a NUL or a 5,000-character name is a plain 404).
+STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
+
+
+@lru_cache(maxsize=1)
+def static_files() -> dict[str, tuple[bytes, str]]:
+    return {
+        path.name: (path.read_bytes(), STATIC_TYPES[path.suffix])
+        for path in STATIC_DIR.iterdir()
+        if path.suffix in STATIC_TYPES
+    }
+
+
+@get("/static/{name:str}", sync_to_thread=False, include_in_schema=False)
+def static_file(name: str) -> Response[bytes]:
+    found = static_files().get(name)
+    if found is None:
+        raise NotFound("no such static file")
+    body, media_type = found
+    return Response(body, media_type=media_type, headers={"Cache-Control": "max-age=3600"})
+
 
 # ``carton_page`` is not registered here: registry.http.cartons owns ``/cartons/{file}``
 # (Litestar allows one handler per path) and calls it for names without ``.carton``.
-ROUTES: list[Any] = [index_page, model_page, stats_page, STATIC_ROUTER]
+ROUTES: list[Any] = [index_page, model_page, stats_page, static_file]

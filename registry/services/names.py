@@ -1,46 +1,40 @@
-"""What a valid model name, tag, version and digest is (DESIGN.md "Names"), checked once.
+"""Model names, tags, versions and digests from clients, checked against the one grammar.
 
-Every verb that takes one of these from a client checks it here, and a client sees the
-domain error (``InvalidName``, ``InvalidDigest``) naming the rule it broke.
+The grammar lives in ``registry.carton.names`` (the client parses references with it
+too); every verb that takes one of these from a client checks it here, and a client sees
+the domain error (``InvalidName``, ``InvalidDigest``) naming the rule it broke.
 """
 
 from __future__ import annotations
 
-import re
-
+from registry.carton import names
 from registry.carton.digests import is_sha256
 from registry.errors import InvalidDigest, InvalidName
 
-MAX_VERSION = 2**31 - 1  # versions are 32-bit integers in the database
-_MODEL_NAME = re.compile(r"^[^\x00-\x1f\x7f/\\?#%]{1,255}$")
-_TAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
 
 def validate_model_name(name: str) -> str:
-    if not _MODEL_NAME.match(name) or name in {".", ".."} or name != name.strip():
-        raise InvalidName(
-            f"invalid model name {name!r}: 1-255 characters, no control characters, "
-            "no '/', '\\', '?', '#' or '%', no leading/trailing spaces"
-        )
+    if not names.is_model_name(name):
+        raise InvalidName(f"invalid model name {name!r}: {names.MODEL_NAME_RULE}")
     return name
 
 
 def validate_tag_name(tag: str) -> str:
-    if not _TAG_NAME.match(tag):
-        raise InvalidName(
-            f"invalid tag {tag!r}: letters, digits, '.', '_' and '-', starting with a letter "
-            "or digit, at most 128 characters"
-        )
+    if not names.is_tag(tag):
+        raise InvalidName(f"invalid tag {tag!r}: {names.TAG_RULE}")
     return tag
 
 
-def parse_version(value: str | None) -> int | None:
-    """A version number given as text (plain decimal digits); None when absent or empty."""
-    if value is None or value == "":
-        return None
-    if not value.isdigit():
-        raise InvalidName(f"invalid version {value!r}: expected a positive integer")
-    return int(value)
+def require_version(text: str) -> int:
+    """The version a URL segment or reference spells; ``InvalidName`` unless it is one."""
+    number = names.parse_version(text)
+    if number is None:
+        raise InvalidName(f"invalid model version {text!r}: {names.VERSION_RULE}")
+    return number
+
+
+def parse_version(text: str | None) -> int | None:
+    """An optional version (a query parameter or URL segment): None when absent or empty."""
+    return None if text is None or text == "" else require_version(text)
 
 
 def require_sha256(value: object, what: str = "manifest hash") -> str:

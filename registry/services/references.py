@@ -12,12 +12,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.carton.digests import is_sha256
+from registry.carton.names import MAX_VERSION
 from registry.db.tables import Tag, Version
-from registry.errors import TagNotFound, VersionNotFound
+from registry.errors import InvalidReference, TagNotFound, VersionNotFound
 from registry.services.cartons import get_carton_row
 from registry.services.context import RegistryContext
 from registry.services.models import get_model_row
-from registry.services.names import MAX_VERSION
+from registry.services.names import require_version, validate_model_name, validate_tag_name
 
 
 @dataclass(frozen=True)
@@ -67,14 +68,20 @@ def resolve_ref(ctx: RegistryContext, ref: str) -> Resolved:
         with ctx.sessions() as session:
             get_carton_row(session, ref)
         return Resolved(ref, None, None)
+    # Model names hold neither '@' nor ':' (DESIGN.md "Names"), so the split is unambiguous.
+    name, at, tag = ref.partition("@")
+    name, colon, number = name.partition(":")
+    validate_model_name(name)
+    version = require_version(number) if colon else None
+    if at:
+        validate_tag_name(tag)
+        if colon:
+            raise InvalidReference(f"invalid reference {ref!r}: a version or a tag, not both")
     with ctx.sessions() as session:
-        if "@" in ref:
-            name, tag = ref.rsplit("@", 1)
+        if at:
             row = resolve_tag(session, name, tag)
-        elif ":" in ref and ref.rsplit(":", 1)[1].isdigit():
-            name, number = ref.rsplit(":", 1)
-            row = resolve_version(session, name, int(number))
+        elif version is not None:
+            row = resolve_version(session, name, version)
         else:
-            name = ref
             row = resolve_latest(session, name)
         return Resolved(row.manifest_sha256, name, row.version)

@@ -26,7 +26,7 @@ CONFIG_MEMBER = "model/config.json"
 _FILE_PARAM = re.compile(r"^file:(?P<version>[0-9]+)/(?P<path>.+)$", re.DOTALL)
 
 
-def parse_json_object(raw: bytes) -> dict[str, Any]:
+def parse_json_object(raw: bytes | bytearray) -> dict[str, Any]:
     """A v2 request body: empty (tritonclient sends none) or one JSON object."""
     if not raw.strip():
         return {}
@@ -47,12 +47,12 @@ def _flag(body: dict[str, Any], key: str) -> bool:
     return value
 
 
-def parse_index_body(raw: bytes) -> bool:
+def parse_index_body(raw: bytes | bytearray) -> bool:
     """The index request: ``{"ready": true}`` asks for READY versions only."""
     return _flag(parse_json_object(raw), "ready")
 
 
-def parse_load_body(raw: bytes) -> dict[str, Any]:
+def parse_load_body(raw: bytes | bytearray) -> dict[str, Any]:
     """The JSON body of load (and unload): empty or an object, optionally with "parameters"."""
     params = parse_json_object(raw).get("parameters", {})
     if params is None:
@@ -62,7 +62,7 @@ def parse_load_body(raw: bytes) -> dict[str, Any]:
     return params
 
 
-def parse_unload_body(raw: bytes) -> bool:
+def parse_unload_body(raw: bytes | bytearray) -> bool:
     """The unload request's ``unload_dependents`` (a model has no dependents here)."""
     return _flag(parse_load_body(raw), "unload_dependents")
 
@@ -146,6 +146,6 @@ def parse_header_length(value: str | None) -> int | None:
     if value is None:
         return None
     value = value.strip()
-    if not value.isascii() or not value.isdigit():
+    if not value.isascii() or not value.isdigit() or len(value) > 19:
         raise TritonFormatError(f"invalid Inference-Header-Content-Length {value!r}")
     return int(value)

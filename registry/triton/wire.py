@@ -13,9 +13,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
-from registry.triton.codec import decode_array, encode_flat
+from registry.triton.codec import decode_array, encode_flat, flat_bytes
 from registry.triton.datatypes import check_datatype, check_shape
 from registry.triton.errors import TensorCodecError
 from registry.triton.json_tensors import array_from_json, json_flat
@@ -147,14 +148,26 @@ def encode_infer_response(
     return _assemble(header, chunks, binary)
 
 
+def _json(raw: bytes | memoryview | msgspec.Raw, what: str) -> Any:
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError) as e:
+        raise TensorCodecError(f"{what} is not valid JSON: {e}") from e
+
+
 def decode_infer_body(
-    body: bytes, header_length: int | None, *, key: str = "outputs"
+    body: bytes | bytearray | memoryview, header_length: int | None, *, key: str = "outputs"
 ) -> tuple[dict, list[WireTensor]]:
     """Parse a request (``key="inputs"``) or response (``key="outputs"``) body.
 
     Returns (JSON header dict, tensors).  ``header_length`` None means the whole
     body is JSON; 0 (raw binary request) is refused: use
     :func:`registry.triton.codec.decode_raw_binary`.
+
+    Memory: the body is never copied (binary data is sliced by memoryview), and each
+    tensor's JSON ``data`` is decoded only while that tensor is built, so at most one
+    tensor's Python values exist at a time; the header's ``key`` entries are returned
+    without their ``data``.
     """
     mv = memoryview(body).cast("B")
     if header_length is None:
@@ -172,20 +185,29 @@ def decode_infer_body(
             )
         head, binsec = mv[:header_length], mv[header_length:]
     try:
-        header = json.loads(bytes(head))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        fields = msgspec.json.decode(head, type=dict[str, msgspec.Raw])
+    except msgspec.ValidationError as e:
+        raise TensorCodecError("inference header must be a JSON object") from e
+    except (msgspec.DecodeError, RecursionError) as e:
         raise TensorCodecError(f"inference header is not valid JSON: {e}") from e
-    if not isinstance(header, dict):
-        raise TensorCodecError("inference header must be a JSON object")
-    entries = header.get(key, [])
-    if not isinstance(entries, list):
-        raise TensorCodecError(f"{key!r} must be a list")
+    header = {k: _json(v, "inference header") for k, v in fields.items() if k != key}
+    raw_entries: list[msgspec.Raw] = []
+    if key in fields:
+        header[key] = []
+        try:
+            raw_entries = msgspec.json.decode(fields[key], type=list[msgspec.Raw])
+        except msgspec.ValidationError as e:
+            raise TensorCodecError(f"{key!r} must be a list") from e
 
     specs = []
     total = 0
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise TensorCodecError(f"{key}[{i}] must be an object")
+    for i, raw_entry in enumerate(raw_entries):
+        try:
+            raw_fields = msgspec.json.decode(raw_entry, type=dict[str, msgspec.Raw])
+        except msgspec.ValidationError as e:
+            raise TensorCodecError(f"{key}[{i}] must be an object") from e
+        data = raw_fields.pop("data", None)
+        entry = {k: _json(v, f"{key}[{i}]") for k, v in raw_fields.items()}
         name = entry.get("name")
         if not isinstance(name, str):
             raise TensorCodecError(f"{key}[{i}]: missing or non-string name")
@@ -202,12 +224,13 @@ def decode_infer_body(
         if size is not None:
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
                 raise TensorCodecError(f"tensor {name!r}: bad binary_data_size {size!r}")
-            if "data" in entry:
+            if data is not None:
                 raise TensorCodecError(f"tensor {name!r}: has both data and binary_data_size")
             total += size
-        elif "data" not in entry:
+        elif data is None:
             raise TensorCodecError(f"tensor {name!r}: no data and no binary_data_size")
-        specs.append((name, datatype, shape, params, size, entry.get("data")))
+        specs.append((name, datatype, shape, params, size, data))
+        header[key].append(entry)
     if total != len(binsec):
         raise TensorCodecError(
             f"binary_data_size values add up to {total} bytes but the binary section "
@@ -221,7 +244,40 @@ def decode_infer_body(
             arr = decode_array(datatype, shape, binsec[off : off + size], name)
             off += size
         else:
-            arr = array_from_json(datatype, shape, data, name)
+            arr = array_from_json(datatype, shape, _json(data, f"tensor {name!r} data"), name)
         rest = {k: v for k, v in params.items() if k != "binary_data_size"}
         tensors.append(WireTensor(name, datatype, shape, arr, rest))
     return header, tensors
+
+
+# What a JSON infer response may spend on one element of each datatype: its longest
+# number (``-2.2250738585072014e-308``, ``-9223372036854775808``, ``false``) plus room
+# for separators, nesting brackets and indentation.
+JSON_PUNCTUATION = 16
+_LONGEST_JSON_NUMBER = {
+    "BOOL": 5,
+    "UINT8": 3,
+    "INT8": 4,
+    "UINT16": 5,
+    "INT16": 6,
+    "UINT32": 10,
+    "INT32": 11,
+    "UINT64": 20,
+    "INT64": 20,
+    "FP16": 24,
+    "FP32": 24,
+    "FP64": 24,
+    "BF16": 24,
+}
+
+
+def json_size_bound(tensor: WireTensor) -> int:
+    """The most bytes ``tensor``'s data takes in a JSON body (or, smaller, a binary one).
+
+    BYTES elements are strings: each byte escaped as ``\\u00XX`` at worst.
+    """
+    if tensor.datatype == "BYTES":
+        elements = flat_bytes(tensor.data, tensor.name)
+        return sum(6 * len(e) + 2 + JSON_PUNCTUATION for e in elements)
+    count = math.prod(tensor.shape)
+    return count * (_LONGEST_JSON_NUMBER[tensor.datatype] + JSON_PUNCTUATION)

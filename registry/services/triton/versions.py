@@ -7,27 +7,12 @@ from sqlalchemy.orm import Session
 
 from registry.carton.config import CartonConfig, parse_carton_toml
 from registry.db.tables import Carton, Version
-from registry.errors import InvalidName
 from registry.services import references
-from registry.services.names import MAX_VERSION, validate_model_name
+from registry.services.names import validate_model_name
 
 # Version states as Triton names them (the only two a stored version has).
 READY = "READY"
 UNAVAILABLE = "UNAVAILABLE"
-
-
-def parse_version(version: str | None) -> int | None:
-    """The ``versions/{version}`` URL segment: None (the latest) or a version number."""
-    if version is None:
-        return None
-    if (
-        not version.isascii()
-        or not version.isdigit()
-        or len(version) > 10
-        or not 1 <= int(version) <= MAX_VERSION
-    ):
-        raise InvalidName(f"invalid model version {version!r}: expected a positive integer")
-    return int(version)
 
 
 def resolve_version(session: Session, name: str, version: int | None) -> Version:

@@ -376,8 +376,10 @@ def test_load_and_verify_body_size_limit(live_server, triton):
         triton.load_model("big", config=json.dumps(CONFIG), files={"file:1/m.onnx": b"x" * 8192})
     assert e.value.status() == "413"
     assert counts(live_server.ctx) == before
+    # verify resolves the model and self test before it reads a byte (issue 12)
+    name = push(live_server, fixture_carton("02"))["model_name"]
     r = httpx.post(
-        f"{live_server.url}/v2/models/big/self_tests/0/verify", content=b"{" + b" " * 8192 + b"}"
+        f"{live_server.url}/v2/models/{name}/self_tests/0/verify", content=b"{" + b" " * 8192 + b"}"
     )
     assert r.status_code == 413
     assert "limit" in r.json()["error"]

@@ -1,0 +1,71 @@
+"""The uvicorn server the registry runs under, with its slow-client timeouts.
+
+uvicorn closes idle keep-alive connections (``REGISTRY_KEEP_ALIVE_TIMEOUT``) but has no
+limit on how long a request's headers may take: a client that connects and trickles a
+header line a minute holds its connection forever. ``HeaderTimeoutProtocol`` closes a
+connection whose request line and headers are not complete within
+``REGISTRY_HEADER_TIMEOUT`` of the connection opening (or of the next request starting,
+on a kept-alive connection). Stalled *bodies* are the request reader's business
+(``registry.http.deps.body_chunks``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from registry.settings import Settings
+
+
+class HeaderTimeoutProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol, closing connections whose headers stall."""
+
+    header_timeout: float = 30.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def with_timeout(cls, seconds: float) -> type[HeaderTimeoutProtocol]:
+        return type(cls.__name__, (cls,), {"header_timeout": seconds})
+
+    def _arm_header_timer(self) -> None:
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_later(self.header_timeout, self._headers_stalled)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_stalled(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_header_timer()
+
+    def on_headers_complete(self) -> None:
+        self._disarm_header_timer()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """The connection timeouts, as ``uvicorn.run`` / ``uvicorn.Config`` keyword arguments."""
+    return {
+        "http": HeaderTimeoutProtocol.with_timeout(settings.header_timeout),
+        "timeout_keep_alive": max(1, round(settings.keep_alive_timeout)),
+    }
