@@ -9,7 +9,7 @@ here the parser built from their parts, and ``main``.
 It may import ``registry.client``, ``services/``, ``carton/`` (``inspect``
 reads a local file), ``settings``, ``errors`` and the blob store's errors (``gc``
 and ``fsck`` report them); ``serve`` and ``db upgrade`` also reach the app factory
-(``registry.app``) and the migrations (``db.engine``, ``db.migrate``). Nothing else
+(``registry.app``), the server's options (``http.server``) and the migrations (``db.engine``, ``db.migrate``). Nothing else
 of ours imports it. What only some commands need is imported inside them, so
 ``push`` on a laptop starts fast.
 

@@ -77,6 +77,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.errors",
         "registry.blobstore.errors",
         "registry.app",
+        "registry.http.server",
         "registry.db.engine",
         "registry.db.migrate",
         VERSION,
