@@ -15,3 +15,8 @@ SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 def is_sha256(value: object) -> bool:
     """True for a lowercase 64-hex-digit sha256 (the only form anything here accepts)."""
     return isinstance(value, str) and SHA256_HEX.fullmatch(value) is not None
+
+
+def mismatch_message(path: str, actual: str, expected: str) -> str:
+    """The one wording of "this file is not what MANIFEST says", wherever it is found."""
+    return f"{path}: content hashes to {actual}, but MANIFEST says {expected}"

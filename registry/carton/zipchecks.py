@@ -18,7 +18,7 @@ from .errors import CartonFormatError, CartonLimitExceeded
 from .limits import ArchiveLimits
 from .paths import LINKS_NAME, MANIFEST_NAME, path_problem
 from .streams import MiB
-from .zipformat import METHOD_NAMES, STORED
+from .zipformat import LOCAL_MAGIC, METHOD_NAMES, STORED
 
 ROOT_TOLERATED = ("/" + MANIFEST_NAME, "/" + LINKS_NAME)
 """The only absolute entry names accepted (the reference packer writes them)."""
@@ -46,7 +46,7 @@ def check_end_record(fp: BinaryIO, lock: threading.Lock, limits: ArchiveLimits) 
     except (OSError, ValueError, struct.error, EOFError):
         endrec = None
     if not endrec:
-        raise CartonFormatError("not a zip archive (no end of central directory record)")
+        raise CartonFormatError(_why_not_a_zip(fp, lock))
     entries, cd_size = endrec[4], endrec[5]
     if entries > limits.max_members:
         raise CartonLimitExceeded(
@@ -57,6 +57,22 @@ def check_end_record(fp: BinaryIO, lock: threading.Lock, limits: ArchiveLimits) 
         raise CartonLimitExceeded(
             f"central directory is {cd_size} bytes, more than the limit of {max_cd}"
         )
+
+
+def _why_not_a_zip(fp: BinaryIO, lock: threading.Lock) -> str:
+    """Tell apart an empty input, a zip cut short, and something else: they have other fixes."""
+    with lock:
+        size = fp.seek(0, 2)
+        fp.seek(0)
+        head = fp.read(len(LOCAL_MAGIC))
+    if size == 0:
+        return "not a zip archive: empty (0 bytes)"
+    if head == LOCAL_MAGIC:
+        return (
+            f"truncated zip archive: {size} bytes that start like a zip but end before its "
+            "central directory (an upload, download or copy cut short?)"
+        )
+    return "not a zip archive (no end of central directory record)"
 
 
 def check_entry(info: zipfile.ZipInfo, name: str, limits: ArchiveLimits) -> None:
