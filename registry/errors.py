@@ -161,6 +161,10 @@ class SelfTestNotFound(NotFound):
     """The carton has no self test with that index."""
 
 
+class AmbiguousReference(Conflict):
+    """A manifest-hash prefix that several cartons share."""
+
+
 class CartonNotRebuildable(Conflict):
     """A stored carton whose MANIFEST cannot be rebuilt into a zip."""
 
@@ -199,6 +203,10 @@ class NotImplementedYet(NotSupported):
 
 class StorageUnavailable(Unavailable):
     """The database is unreachable, or the blob store holds something other than the index."""
+
+
+class StorageNotReady(Unavailable):
+    """The database an operator command names does not exist, or is not migrated to this code."""
 
 
 class Overloaded(Unavailable):
