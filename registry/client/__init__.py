@@ -25,6 +25,7 @@ from registry.client.transport import (
     ClientError,
     Progress,
     RegistryClient,
+    check_registry_url,
     default_url,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "PushOutcome",
     "PushPlan",
     "RegistryClient",
+    "check_registry_url",
     "default_url",
     "fetch_verified",
     "hydrate_carton",
