@@ -14,7 +14,8 @@ reads a local file), ``settings``, ``humanize`` and ``errors``; ``serve`` and
 ours imports it. What only some commands need is imported inside them, so
 ``push`` on a laptop starts fast.
 
-No traceback reaches the user: failures are one ``error:`` line on stderr.
+No traceback reaches the user: failures are one ``error:`` line on stderr
+(``CARTON_REGISTRY_DEBUG=1`` lets an unexpected error's traceback through).
 Exit codes: 0 success, 1 failure, 2 usage error or refusal to start,
 130 interrupted (Ctrl-C; no partial file is left), 141 stdout closed early
 (``info ... | head``).
@@ -43,6 +44,7 @@ from registry.cli.output import Refused, err, fail
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 BROKEN_PIPE = 141  # 128 + SIGPIPE
+DEBUG_ENV = "CARTON_REGISTRY_DEBUG"  # =1: let an unexpected error's traceback through
 
 
 def build_parser(connect: Connect = api.RegistryClient) -> argparse.ArgumentParser:
@@ -151,3 +153,7 @@ def main(argv: list[str] | None = None, *, connect: Connect = api.RegistryClient
     except KeyboardInterrupt:
         err("interrupted")
         return INTERRUPTED
+    except Exception as exc:  # a bug: still one line, unless asked for the traceback
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        return fail(f"unexpected {type(exc).__name__}: {exc} (a bug; {DEBUG_ENV}=1 shows where)")

@@ -81,6 +81,7 @@ def add_commands(sub: Any, connect: Connect) -> None:
         "login",
         "check a token with the registry and save it for its URL",
         description="Check a token with the registry, then save it for the registry's URL. "
+        "Give it with --token TOKEN, on standard input with --token-stdin, or at the prompt. "
         + where,
         epilog="examples:\n  carton-registry login --url https://registry.example.org\n"
         '  echo "$TOKEN" | carton-registry login --token-stdin',

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from registry import client as api
-from registry.cli.output import err, fail, human_bytes, print_json, transfer_progress
+from registry.cli.output import (
+    HelpFormatter,
+    err,
+    fail,
+    human_bytes,
+    print_json,
+    transfer_progress,
+)
 
 Connect = Callable[[str, str | None], api.RegistryClient]
 """Opens a client for ``(url, token)``; ``RegistryClient`` itself by default."""
@@ -153,7 +160,7 @@ def add_parser(sub: Any, name: str, summary: str, **kwargs: Any) -> argparse.Arg
         name,
         parents=[client_options()],
         help=summary,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
         **kwargs,
     )
     parser.set_defaults(uses_registry=True)

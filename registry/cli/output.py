@@ -8,6 +8,7 @@ scripts.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 from registry.humanize import human_bytes
 
 __all__ = [
+    "HelpFormatter",
     "Refused",
     "err",
     "fail",
@@ -25,6 +27,20 @@ __all__ = [
     "print_table",
     "transfer_progress",
 ]
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps each line of a description or epilog, but keeps indented lines (examples) as
+    written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines = []
+        for line in text.splitlines():
+            if not line or line.startswith("  "):
+                lines.append(indent + line)
+            else:
+                lines.append(super()._fill_text(line, width, indent))
+        return "\n".join(lines)
 
 
 class Refused(Exception):

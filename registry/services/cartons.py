@@ -27,6 +27,7 @@ def get_carton_row(session: Session, manifest_sha256: str) -> Carton:
 
 DIGEST_SCHEME = "sha256:"
 MIN_PREFIX = 8
+DIGEST_LENGTH = 64
 _HEX = re.compile(r"^[0-9a-f]*$")
 _CANDIDATES_SHOWN = 5
 
@@ -40,7 +41,7 @@ def find_carton_row(session: Session, ref: str) -> Carton:
     digest = ref.removeprefix(DIGEST_SCHEME)
     if is_sha256(digest):
         return get_carton_row(session, digest)
-    if not _HEX.match(digest) or len(digest) < MIN_PREFIX:
+    if not _HEX.match(digest) or not MIN_PREFIX <= len(digest) < DIGEST_LENGTH:
         raise InvalidDigest(
             f"invalid manifest hash {ref!r}: expected 64 lowercase hex characters, "
             f"optionally after {DIGEST_SCHEME!r}, or a unique prefix of at least "

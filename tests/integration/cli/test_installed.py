@@ -316,9 +316,7 @@ def test_ctrl_c_during_hydrate_leaves_no_partial_file(installed, drip_server, tm
 # --- files pull and hydrate write ---------------------------------------------------------
 
 
-def test_written_files_follow_the_umask_and_the_web_download_name(
-    installed, live_server, tmp_path
-):
+def test_written_files_follow_the_umask_and_the_web_download_name(installed, live_server, tmp_path):
     url = {"REGISTRY_URL": live_server.url}
     carton = make_carton(tmp_path / "c.carton", "my model", {"w": b"weights"})
     pushed = installed("push", str(carton), env=url)
