@@ -9,10 +9,12 @@ REST API; ``inspect`` for a local file), ``catalog_commands`` (``ls``, ``info``,
 built from their parts, and ``main``.
 
 It may import ``registry.client``, ``services/``, ``carton/`` (``inspect``
-reads a local file), ``settings``, ``humanize`` and ``errors``; ``serve`` and
-``db upgrade`` also reach the app factory and the migrations. Nothing else of
-ours imports it. What only some commands need is imported inside them, so
-``push`` on a laptop starts fast.
+reads a local file), ``settings``, ``errors``, ``humanize`` (how sizes and ages
+read, shared with the web pages) and the blob store's errors (``gc`` and
+``fsck`` report them); ``serve`` and ``db upgrade`` also reach the app factory
+(``registry.app``) and the migrations (``db.engine``, ``db.migrate``). Nothing
+else of ours imports it. What only some commands need is imported inside them,
+so ``push`` on a laptop starts fast.
 
 No traceback reaches the user: failures are one ``error:`` line on stderr
 (``CARTON_REGISTRY_DEBUG=1`` lets an unexpected error's traceback through).

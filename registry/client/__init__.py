@@ -1,10 +1,12 @@
 """The Python client of the registry's REST API, and the transfers built on it.
 
 What lives here: ``transport`` (``RegistryClient`` over httpx, ``ClientError``
-and how error bodies are decoded), ``references`` (``parse_ref``, ``resolve``),
-``push`` (plan, slim zip, upload), ``pull`` (download and verify), ``hydrate``
-(slim to full, fetching LINKS from any host), ``files`` (client read limits,
-atomic output).
+and how error bodies are decoded), ``references`` (``parse_ref``, ``resolve``:
+hashes, ``sha256:`` and hash prefixes, names, versions, tags), ``push`` (plan,
+local verification, slim zip, upload), ``pull`` (download and verify),
+``hydrate`` (slim to full, fetching LINKS from any host), ``files`` (client
+read limits, atomic output), ``credentials`` (the tokens ``login`` saves, one
+per registry URL).
 
 It may import ``registry.carton``, httpx and the ``DEFAULT_PORT`` of
 ``registry.settings`` (a leaf module); never ``services/``, ``http/`` or

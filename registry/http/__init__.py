@@ -10,7 +10,8 @@
 
 Handlers parse the request, call a service in a worker thread and shape the answer;
 they open no database session and make no storage decision themselves. May import
-``registry.services``, ``registry.errors``, ``registry.settings`` (and, in ``errors.py``
+``registry.services``, ``registry.errors``, ``registry.settings``, ``registry.humanize``
+(how sizes, times and shares read, shared with the CLI) (and, in ``errors.py``
 only, the blob store's and carton format's error classes it maps); nothing below
 ``http/`` imports this package.
 """
