@@ -121,12 +121,23 @@ class RegistryClient:
         if isinstance(stream, httpx.ByteStream):
             self.bytes_sent += len(request.content)
 
-    def _counted(self, chunks: Iterable[bytes], progress: Progress | None) -> Iterator[bytes]:
+    def _counted(
+        self, chunks: Iterable[bytes], size: int, progress: Progress | None
+    ) -> Iterator[bytes]:
+        """The body's chunks, counted; ClientError when they end short of ``size`` (the
+        Content-Length sent), rather than the connection's protocol error."""
+        sent = 0
         for chunk in chunks:
+            sent += len(chunk)
             self.bytes_sent += len(chunk)
             if progress is not None:
                 progress(len(chunk))
             yield chunk
+        if sent < size:
+            raise ClientError(
+                f"upload truncated: the data ended after {sent} of {size} bytes "
+                "(did the file change while it was read?)"
+            )
 
     def count(self, method: str, path_prefix: str = "") -> int:
         """How many requests with this method (and path prefix) were sent."""
@@ -174,7 +185,7 @@ class RegistryClient:
         return self.request(
             "PUT",
             f"/api/v1/blobs/{sha256}",
-            content=self._counted(chunks, progress),
+            content=self._counted(chunks, size, progress),
             headers={"Content-Length": str(size), "Content-Type": "application/octet-stream"},
         ).json()
 
@@ -192,7 +203,7 @@ class RegistryClient:
             "POST",
             "/api/v1/cartons",
             params=params,
-            content=self._counted(chunks, progress),
+            content=self._counted(chunks, size, progress),
             headers={"Content-Length": str(size), "Content-Type": "application/zip"},
             timeout=httpx.Timeout(None, connect=10.0),  # the server verifies every byte
         ).json()
