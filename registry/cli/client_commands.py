@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from registry import client as api
+from registry.carton.errors import CartonFormatError
 from registry.cli.output import (
     HelpFormatter,
     err,
@@ -63,6 +64,8 @@ def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
             if exc.status in VERDICTS:
                 raise api.ClientError(f"{path}: {exc.message}", exc.status) from exc
             raise
+        except CartonFormatError as exc:  # a member that fails its CRC or size check
+            raise api.ClientError(f"{path}: {exc.message}") from exc
     r = outcome.response
     name = r.get("model_name")
     label = f"{name} version {r.get('version')}" if name else "unnamed carton"

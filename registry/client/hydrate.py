@@ -157,8 +157,8 @@ def hydrate_carton(
 
         def opener(path: str, sha: str) -> Callable[[], BinaryIO]:
             if path in archive.members:
-                reader = archive.open_member
-                return lambda: _VerifyingReader(reader(path), f"{slim}: {path}", sha)  # type: ignore[return-value]
+                where = f"{slim}: {path}"
+                return lambda: _VerifyingReader(archive.open_member(path), where, sha)  # type: ignore[return-value]
             return lambda: fetched[sha].open("rb")
 
         raw = archive.manifest.raw

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import re
 
-from registry.carton.manifest import is_sha256
+from registry.carton.digests import DIGEST_SCHEME, is_hash_prefix, is_sha256
 from registry.client.transport import ClientError, RegistryClient
 
 _TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_HEX_PREFIX = re.compile(r"^[0-9a-f]{8,63}$")
-DIGEST_SCHEME = "sha256:"
 
 
 def manifest_digest(ref: str) -> str | None:
@@ -61,7 +59,7 @@ def resolve(client: RegistryClient, ref: str) -> tuple[str, str | None]:
     except ClientError as exc:
         if exc.status != 404:
             raise
-        if version is None and tag is None and _HEX_PREFIX.match(name):
+        if version is None and tag is None and is_hash_prefix(name):
             try:
                 return _by_prefix(client, name), None
             except ClientError as prefix_exc:

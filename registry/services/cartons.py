@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.carton.config import TensorSpec, parse_carton_toml
-from registry.carton.digests import is_sha256
+from registry.carton.digests import DIGEST_SCHEME, MIN_PREFIX, is_hash_prefix, is_sha256
 from registry.db.tables import Carton, Model, Tag, Version
 from registry.errors import AmbiguousReference, CartonNotFound, InvalidDigest
 from registry.services.context import RegistryContext
@@ -25,10 +24,6 @@ def get_carton_row(session: Session, manifest_sha256: str) -> Carton:
     return carton
 
 
-DIGEST_SCHEME = "sha256:"
-MIN_PREFIX = 8
-DIGEST_LENGTH = 64
-_HEX = re.compile(r"^[0-9a-f]*$")
 _CANDIDATES_SHOWN = 5
 
 
@@ -41,7 +36,7 @@ def find_carton_row(session: Session, ref: str) -> Carton:
     digest = ref.removeprefix(DIGEST_SCHEME)
     if is_sha256(digest):
         return get_carton_row(session, digest)
-    if not _HEX.match(digest) or not MIN_PREFIX <= len(digest) < DIGEST_LENGTH:
+    if not is_hash_prefix(digest):
         raise InvalidDigest(
             f"invalid manifest hash {ref!r}: expected 64 lowercase hex characters, "
             f"optionally after {DIGEST_SCHEME!r}, or a unique prefix of at least "
