@@ -194,6 +194,10 @@ class SelfTestNotFound(NotFound):
     """The carton has no self test with that index."""
 
 
+class AmbiguousReference(Conflict):
+    """A manifest-hash prefix that several cartons share."""
+
+
 class CartonNotRebuildable(Conflict):
     """A stored carton whose MANIFEST cannot be rebuilt into a zip."""
 
@@ -240,6 +244,10 @@ class StorageUnavailable(Unavailable):
 
 class PushStalled(Unavailable):
     """A push outlived its lease (stalled past ``REGISTRY_LEASE_TIMEOUT``): not indexed."""
+
+
+class StorageNotReady(Unavailable):
+    """The database an operator command names does not exist, or is not migrated to this code."""
 
 
 class Overloaded(Unavailable):

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from registry.carton.limits import ArchiveLimits
 from registry.carton.streams import GiB, KiB, MiB
@@ -30,6 +31,16 @@ def parse_duration(text: str) -> float:
     if not match:
         raise ValueError(f"not a duration: {text!r} (use e.g. 0s, 90s, 30m, 1h, 7d)")
     return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``, fit to print (database and store URLs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    name = user.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{name}:***@{host}"))
 
 
 def _bool(text: str) -> bool:

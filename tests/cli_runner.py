@@ -4,7 +4,8 @@
 
 ``cli(*argv)`` runs ``registry.cli.main`` in-process and returns a ``Run``:
 exit code, stdout, stderr, and the registry clients the command opened (so a
-test can read what a transfer sent).
+test can read what a transfer sent). ``XDG_CONFIG_HOME`` points at an empty
+folder, so no token a developer saved with ``login`` is sent.
 """
 
 from __future__ import annotations
@@ -56,5 +57,8 @@ def run_cli(*argv: str) -> Run:
 
 
 @pytest.fixture
-def cli() -> Callable[..., Run]:
+def cli(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[..., Run]:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
     return run_cli

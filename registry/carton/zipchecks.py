@@ -21,7 +21,7 @@ from .limits import ArchiveLimits
 from .manifest import Manifest
 from .paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, path_problem
 from .streams import MiB
-from .zipformat import METHOD_NAMES, STORED
+from .zipformat import LOCAL_MAGIC, METHOD_NAMES, STORED
 
 ROOT_TOLERATED = ("/" + MANIFEST_NAME, "/" + LINKS_NAME)
 MAX_SYMLINK_BYTES = 4096
@@ -60,7 +60,11 @@ def check_end_record(fp: BinaryIO, lock: threading.Lock, limits: ArchiveLimits) 
     except (OSError, ValueError, struct.error, EOFError):
         endrec = None
     if not endrec:
-        raise CartonFormatError("not a zip archive (no end of central directory record)")
+        with lock:
+            size = fp.seek(0, 2)
+            fp.seek(0)
+            head = fp.read(len(LOCAL_MAGIC))
+        raise CartonFormatError(not_a_zip(size, head))
     entries, cd_size = endrec[4], endrec[5]
     if entries > limits.max_members:
         raise CartonLimitExceeded(
@@ -71,6 +75,19 @@ def check_end_record(fp: BinaryIO, lock: threading.Lock, limits: ArchiveLimits) 
         raise CartonLimitExceeded(
             f"central directory is {cd_size} bytes, more than the limit of {max_cd}"
         )
+
+
+def not_a_zip(size: int, head: bytes) -> str:
+    """Why ``size`` bytes starting with ``head`` are no zip: empty, cut short, or something
+    else (they have other fixes). Shared by both readers, so push and inspect say the same."""
+    if size == 0:
+        return "not a zip archive: empty (0 bytes)"
+    if head.startswith(LOCAL_MAGIC):
+        return (
+            f"truncated zip archive: {size} bytes that start like a zip but end before its "
+            "central directory (an upload, download or copy cut short?)"
+        )
+    return "not a zip archive (no end of central directory record)"
 
 
 def entry_problem(

@@ -42,6 +42,7 @@ from .zipchecks import (
     check_listed,
     decode_raw_name,
     entry_problem,
+    not_a_zip,
     ratio_problem,
     raw_name,
     resolve_symlinks,
@@ -115,16 +116,13 @@ class ZipStream:
                 continue
             if magic == CENTRAL_MAGIC or (magic == _EMPTY_ARCHIVE_MAGIC and not self.entries):
                 return
-            if len(magic) < 4:
-                raise CartonFormatError(
-                    "not a zip archive (it ends before its central directory)"
-                    if self.entries
-                    else "not a zip archive (empty or truncated)"
-                )
+            if len(magic) < 4:  # the stream ended where a header or the directory should be
+                head = LOCAL_MAGIC if self.entries else magic
+                raise CartonFormatError(not_a_zip(self._in.offset + len(magic), head))
+            if not self.entries:
+                raise CartonFormatError(not_a_zip(self._in.offset + len(magic), magic))
             raise CartonFormatError(
                 f"not a zip archive (unexpected bytes at offset {self._in.offset})"
-                if self.entries
-                else "not a zip archive (no local file header at its start)"
             )
 
     def _local_entry(self) -> StreamEntry:

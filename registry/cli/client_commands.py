@@ -1,24 +1,39 @@
-"""Client commands over the REST API: ``push``, ``pull``, ``hydrate``, ``ls``, ``info``;
-and ``inspect``, which reads a local file and needs no registry.
+"""Transfer commands over the REST API: ``push``, ``pull``, ``hydrate``; and ``inspect``,
+which reads a local file and needs no registry.
 
 Each command takes ``connect``, which opens the ``RegistryClient`` it talks
-through, so a caller (a test, a script) decides the transport.
+through, so a caller (a test, a script) decides the transport. What every
+registry command shares (``Connect``, ``--url``/``--token``, what a REF is) is here.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from registry import client as api
-from registry.cli.output import err, fail, human_bytes, print_json, transfer_progress
+from registry.carton.errors import CartonFormatError
+from registry.cli.output import (
+    HelpFormatter,
+    err,
+    fail,
+    human_bytes,
+    print_json,
+    transfer_progress,
+)
 
 Connect = Callable[[str, str | None], api.RegistryClient]
 """Opens a client for ``(url, token)``; ``RegistryClient`` itself by default."""
+
+REF_HELP = (
+    "a manifest hash (also as sha256:HASH, or a unique prefix of 8+ hex digits), "
+    "NAME (its 'latest' tag, else its highest version), NAME:VERSION or NAME@TAG"
+)
+VERDICTS = (400, 413, 422)
+"""Statuses by which the registry refuses what was sent: errors that are about the file."""
 
 
 def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
@@ -28,22 +43,29 @@ def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
     with connect(args.url, args.token) as client, transfer_progress(f"push {path.name}") as bar:
 
         def on_plan(plan: api.PushPlan) -> None:
-            bar.set_total(plan.upload_bytes)
+            bar.set_total(plan.read_bytes)
 
         if args.full:
             bar.set_total(path.stat().st_size)
-        outcome = api.push_carton(
-            client,
-            path,
-            model=args.model,
-            tag=args.tag,
-            full=args.full,
-            on_plan=on_plan,
-            on_local_error=lambda why: err(
-                f"note: {path} could not be read locally ({why}); sending it whole"
-            ),
-            progress=bar.advance,
-        )
+        try:
+            outcome = api.push_carton(
+                client,
+                path,
+                model=args.model,
+                tag=args.tag,
+                full=args.full,
+                on_plan=on_plan,
+                on_local_error=lambda why: err(
+                    f"note: {path} could not be read locally ({why}); sending it whole"
+                ),
+                progress=bar.advance,
+            )
+        except api.ClientError as exc:
+            if exc.status in VERDICTS:
+                raise api.ClientError(f"{path}: {exc.message}", exc.status) from exc
+            raise
+        except CartonFormatError as exc:  # a member that fails its CRC or size check
+            raise api.ClientError(f"{path}: {exc.message}") from exc
     r = outcome.response
     name = r.get("model_name")
     label = f"{name} version {r.get('version')}" if name else "unnamed carton"
@@ -73,8 +95,11 @@ def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
 
 def cmd_pull(args: argparse.Namespace, connect: Connect) -> int:
     with connect(args.url, args.token) as client:
-        sha, name = api.resolve(client, args.ref)
-        output = Path(args.output) if args.output else Path(f"{name or sha}.carton")
+        sha, _ = api.resolve(client, args.ref)
+        if args.output:
+            output = Path(args.output)
+        else:  # the name a browser saves the web page's download as
+            output = Path(client.carton_filename(sha, full=args.full))
         with transfer_progress(f"pull {output.name}") as bar:
             written = api.pull_carton(
                 client,
@@ -105,48 +130,6 @@ def cmd_hydrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_ls(args: argparse.Namespace, connect: Connect) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    with connect(args.url, args.token) as client:
-        models = list(client.list_models(args.q))
-    if args.json:
-        print_json(models)
-        return 0
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "latest", "runner", "size", "updated"):
-        table.add_column(column, justify="right" if column in ("latest", "size") else "left")
-    for m in models:
-        table.add_row(
-            m["name"],
-            str(m.get("latest_version", "")),
-            m.get("runner_name") or "",
-            human_bytes(m.get("bytes_total")),
-            (m.get("updated_at") or "")[:19].replace("T", " "),
-        )
-    console = Console(width=None if sys.stdout.isatty() else 200, soft_wrap=True)
-    console.print(table)
-    if not models:
-        err("no models" + (f" match {args.q!r}" if args.q else ""))
-    return 0
-
-
-def cmd_info(args: argparse.Namespace, connect: Connect) -> int:
-    with connect(args.url, args.token) as client:
-        sha, name = api.resolve(client, args.ref)
-        info: dict[str, Any] = client.get_carton(sha)
-        if name is not None:
-            model = client.get_model(name)
-            info["model"] = {
-                "name": model["name"],
-                "versions": model.get("versions", []),
-                "tags": model.get("tags", {}),
-            }
-    print_json(info, ensure_ascii=False)
-    return 0
-
-
 def cmd_inspect(args: argparse.Namespace) -> int:
     from registry.carton.inspect import inspect_carton
 
@@ -157,49 +140,105 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 1 if result["problems"] else 0
 
 
-def _client_options() -> argparse.ArgumentParser:
+def client_options() -> argparse.ArgumentParser:
     """--url/--token accepted after the verb too; SUPPRESS keeps the global value otherwise."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--url", default=argparse.SUPPRESS, help="registry base URL")
-    parent.add_argument("--token", default=argparse.SUPPRESS, help="API token (bearer)")
+    parent.add_argument(
+        "--url",
+        default=argparse.SUPPRESS,
+        help=f"registry base URL (default: $REGISTRY_URL, else {api.DEFAULT_URL})",
+    )
+    parent.add_argument(
+        "--token",
+        default=argparse.SUPPRESS,
+        help="API token (default: $REGISTRY_TOKEN, else the one `login` saved for the URL)",
+    )
     return parent
 
 
-def add_commands(sub: Any, connect: Connect) -> None:
-    """Add the client commands to the ``carton-registry`` subcommands."""
-    common = [_client_options()]
+def add_parser(sub: Any, name: str, summary: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A registry command: --url/--token after the verb, its summary as help and description."""
+    kwargs.setdefault("description", summary[0].upper() + summary[1:] + ".")
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        parents=[client_options()],
+        help=summary,
+        formatter_class=HelpFormatter,
+        **kwargs,
+    )
+    parser.set_defaults(uses_registry=True)
+    return parser
 
-    p = sub.add_parser("push", parents=common, help="push a carton, sending only missing blobs")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--tag", help="tag to point at the pushed version (e.g. latest)")
-    p.add_argument("--model", help="model name when carton.toml has none")
-    p.add_argument("--full", action="store_true", help="send the whole file as is")
+
+def add_commands(sub: Any, connect: Connect) -> None:
+    """Add push, pull, hydrate and inspect to the ``carton-registry`` subcommands."""
+    p = add_parser(
+        sub,
+        "push",
+        "push a carton, sending only the blobs the registry lacks",
+        description=(
+            "Push a carton. Asks the registry which files it lacks and uploads only those; "
+            "every file in the zip is checked against its MANIFEST sha256 first. Prints the "
+            "manifest hash on the last line."
+        ),
+        epilog="example:\n  carton-registry push model.carton --tag prod",
+    )
+    p.add_argument("file", metavar="FILE", help="the .carton file")
+    p.add_argument("--tag", help="point this tag of the model at the pushed version (e.g. prod)")
+    p.add_argument(
+        "--model", metavar="NAME", help="model name, for a carton whose carton.toml has none"
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="send the whole file in one request (the registry checks it all)",
+    )
     p.set_defaults(func=partial(cmd_push, connect=connect))
 
-    p = sub.add_parser("pull", parents=common, help="download a carton")
-    p.add_argument("ref", metavar="REF", help="manifest hash, name, name:version or name@tag")
+    p = add_parser(
+        sub,
+        "pull",
+        "download a carton",
+        description=(
+            "Download a carton: slim by default (big files stay on the registry, named in "
+            "LINKS), or --full with every file inline. The download is verified and appears "
+            "only when complete."
+        ),
+        epilog="examples:\n  carton-registry pull resnet@prod\n"
+        "  carton-registry pull resnet:3 --full -o resnet.carton",
+    )
+    p.add_argument("ref", metavar="REF", help=REF_HELP)
     p.add_argument(
-        "-o", "--output", metavar="FILE", help="output file (default: <name or hash>.carton)"
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="where to write it (default: the web download's name, NAME-HASH12[-full].carton)",
     )
     p.add_argument("--full", action="store_true", help="every file inline (no LINKS)")
     p.set_defaults(func=partial(cmd_pull, connect=connect))
 
-    p = sub.add_parser(
-        "hydrate", parents=common, help="turn a slim carton into a full one, resolving LINKS"
+    p = add_parser(
+        sub,
+        "hydrate",
+        "turn a slim carton into a full one, fetching its LINKS",
+        description=(
+            "Write a full carton from a slim one: every file LINKS names is fetched (from "
+            "any host) and checked against its sha256. The token is sent only to --url."
+        ),
+        epilog="example:\n  carton-registry hydrate resnet-3f2a9c1d4e5b.carton -o full.carton",
     )
-    p.add_argument("slim", metavar="SLIM")
-    p.add_argument("-o", "--output", metavar="FULL", required=True)
+    p.add_argument("slim", metavar="SLIM", help="the slim .carton file")
+    p.add_argument("-o", "--output", metavar="FULL", required=True, help="the full carton to write")
     p.set_defaults(func=cmd_hydrate)
 
-    p = sub.add_parser("ls", parents=common, help="list models")
-    p.add_argument("--q", "-q", dest="q", metavar="TEXT", help="search text")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=partial(cmd_ls, connect=connect))
-
-    p = sub.add_parser("info", parents=common, help="carton metadata, versions and tags (JSON)")
-    p.add_argument("ref", metavar="REF", help="manifest hash, name, name:version or name@tag")
-    p.set_defaults(func=partial(cmd_info, connect=connect))
-
-    p = sub.add_parser("inspect", help="validate a local carton and describe it (JSON)")
-    p.add_argument("file", metavar="FILE")
+    p = sub.add_parser(
+        "inspect",
+        help="validate a local carton and describe it (JSON; needs no registry)",
+        description=(
+            "Validate a local carton and print what it holds as JSON (manifest_sha256, "
+            "model_name, runner, inputs, outputs, files, problems). Never fetches LINKS. "
+            "Exit status 1 when it has problems."
+        ),
+    )
+    p.add_argument("file", metavar="FILE", help="the .carton file")
     p.set_defaults(func=cmd_inspect)

@@ -2,23 +2,34 @@
 
 They work on the database and blob store directly (``Settings.from_env()``),
 not through a server, so they run next to the servers with the same
-``REGISTRY_*`` variables. The services are imported when a command runs, so
-client commands start fast.
+``REGISTRY_*`` variables. They only open a registry that exists and is
+migrated (``RegistryContext.open_existing``): run in the wrong place, they
+refuse in one line instead of creating an empty one. The services are
+imported when a command runs, so client commands start fast.
 """
 
 from __future__ import annotations
 
 import argparse
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from registry.cli.output import err, fail, human_bytes, print_json
-from registry.errors import RegistryError
-from registry.settings import Settings, parse_duration
+from registry.cli.output import Refused, err, fail, human_bytes, print_json, print_table
+from registry.errors import RegistryError, StorageNotReady
+from registry.settings import Settings, parse_duration, redact_url
 
 if TYPE_CHECKING:
     from registry.services.context import RegistryContext
+
+STORAGE_HELP = (
+    "Acts on the server's storage, named by the same settings the server reads: "
+    "REGISTRY_DATABASE_URL and REGISTRY_BLOB_STORE (default: registry.db and blobs/ under "
+    "REGISTRY_DATA_DIR, ./data), with REGISTRY_S3_ENDPOINT_URL for S3. It does not talk to "
+    "a server: REGISTRY_URL and --url play no part. It refuses to run unless that database "
+    "exists and is migrated, and creates nothing."
+)
 
 
 def _duration(text: str) -> float:
@@ -38,10 +49,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _open_registry() -> RegistryContext:
+@contextmanager
+def _open_registry() -> Iterator[RegistryContext]:
+    """The server's registry, after saying on stderr which database and blob store it is."""
     from registry.services.context import RegistryContext
 
-    return RegistryContext.open(Settings.from_env())
+    try:
+        settings = Settings.from_env()
+    except ValueError as exc:
+        raise Refused(f"bad settings: {exc}") from exc
+    try:
+        ctx = RegistryContext.open_existing(settings)
+    except StorageNotReady as exc:
+        raise Refused(exc.message) from exc
+    err(
+        f"database {redact_url(settings.database_url)}, "
+        f"blob store {redact_url(settings.blob_store)}"
+    )
+    with closing(ctx):
+        yield ctx
 
 
 def _timestamp(value: datetime | None) -> str:
@@ -52,7 +78,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     from registry.blobstore.errors import BlobStoreError
     from registry.services.gc import GcBusy, collect_garbage
 
-    with closing(_open_registry()) as ctx:
+    with _open_registry() as ctx:
         grace = args.grace if args.grace is not None else ctx.settings.gc_grace
         try:
             report = collect_garbage(ctx, grace, dry_run=args.dry_run)
@@ -81,7 +107,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     from registry.blobstore.errors import BlobStoreError
     from registry.services.fsck import check_integrity
 
-    with closing(_open_registry()) as ctx:
+    with _open_registry() as ctx:
         try:
             report = check_integrity(
                 ctx, verify_hashes=args.verify_hashes or args.sample is not None, sample=args.sample
@@ -118,7 +144,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
 def cmd_token_create(args: argparse.Namespace) -> int:
     from registry.services.auth import create_token
 
-    with closing(_open_registry()) as ctx:
+    with _open_registry() as ctx:
         try:
             token, info = create_token(ctx, args.name, args.scope)
         except RegistryError as exc:
@@ -140,24 +166,35 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 def cmd_token_list(args: argparse.Namespace) -> int:
     from registry.services.auth import list_tokens
 
-    with closing(_open_registry()) as ctx:
+    with _open_registry() as ctx:
         tokens = list_tokens(ctx, include_revoked=args.all)
     if args.json:
         print_json([t.as_json() for t in tokens])
         return 0
-    print(f"{'ID':>4}  {'NAME':<24} {'SCOPE':<7} {'CREATED':<20} {'LAST USED':<20} REVOKED")
-    for t in tokens:
-        print(
-            f"{t.id:>4}  {t.name:<24} {t.scope or '-':<7} {_timestamp(t.created_at):<20} "
-            f"{_timestamp(t.last_used_at):<20} {_timestamp(t.revoked_at)}"
-        )
+    print_table(
+        ("ID", "NAME", "SCOPE", "CREATED", "LAST USED", "REVOKED"),
+        [
+            (
+                t.id,
+                t.name,
+                t.scope or "-",
+                _timestamp(t.created_at),
+                _timestamp(t.last_used_at),
+                _timestamp(t.revoked_at),
+            )
+            for t in tokens
+        ],
+        right=("ID",),
+    )
+    if not tokens:
+        err("no tokens" if args.all else "no active tokens (--all shows revoked ones)")
     return 0
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> int:
     from registry.services.auth import revoke_token
 
-    with closing(_open_registry()) as ctx:
+    with _open_registry() as ctx:
         try:
             revoked = revoke_token(ctx, args.id_or_name)
         except RegistryError as exc:
@@ -171,19 +208,21 @@ def add_commands(subparsers: Any) -> None:
     """Add ``gc``, ``fsck`` and ``token`` to the ``carton-registry`` subcommands."""
     gc = subparsers.add_parser(
         "gc",
-        help="delete unreferenced blobs older than the grace period (online)",
+        help="delete unreferenced blobs older than the grace period (server storage, online)",
         description=(
             "Mark and sweep while the registry serves: blobs no carton references and "
             "older than --grace are deleted, except those held by pushes in progress; "
-            "stale temp files go too. One GC at a time."
+            "stale temp files go too. One GC at a time; exit status 75 when another runs."
         ),
+        epilog=STORAGE_HELP,
     )
     gc.add_argument(
         "--grace",
         type=_duration,
         default=None,
+        metavar="DURATION",
         help="keep unreferenced blobs younger than this (0s, 90s, 30m, 1h, 7d; "
-        "default REGISTRY_GC_GRACE or 1h)",
+        "default: $REGISTRY_GC_GRACE or 1h)",
     )
     gc.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
     gc.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -192,14 +231,17 @@ def add_commands(subparsers: Any) -> None:
 
     fsck = subparsers.add_parser(
         "fsck",
-        help="check that every blob the index names is stored intact",
+        help="check that every blob the index names is stored intact (server storage)",
         description=(
             "Every blob the database names must be in the store with its size; with "
             "--verify-hashes its sha256 is recomputed. Versions of affected cartons are "
             "marked UNAVAILABLE. Exit status 1 when anything is missing, wrong or corrupt."
         ),
+        epilog=STORAGE_HELP,
     )
-    fsck.add_argument("--verify-hashes", action="store_true", help="recompute every sha256")
+    fsck.add_argument(
+        "--verify-hashes", action="store_true", help="recompute every blob's sha256 (reads all)"
+    )
     fsck.add_argument(
         "--sample",
         type=_positive_int,
@@ -210,27 +252,39 @@ def add_commands(subparsers: Any) -> None:
     fsck.add_argument("--json", action="store_true", help="print the report as JSON")
     fsck.set_defaults(func=cmd_fsck)
 
-    token = subparsers.add_parser("token", help="create, list and revoke API tokens")
+    token = subparsers.add_parser(
+        "token",
+        help="create, list and revoke API tokens (server storage)",
+        description="Manage the API tokens the registry accepts (see REGISTRY_AUTH).",
+        epilog=STORAGE_HELP,
+    )
     token_sub = token.add_subparsers(dest="token_command", metavar="{create,list,revoke}")
     token_sub.required = True
     create = token_sub.add_parser(
-        "create", help="create a token (printed once, alone on the last line)"
+        "create",
+        help="create a token (printed once, alone on the last line)",
+        description="Create a token; its value is shown once, alone on the last stdout line.",
+        epilog=STORAGE_HELP,
     )
     create.add_argument(
         "--scope",
         required=True,
         choices=["pull", "push", "delete", "admin"],
-        help="pull ⊂ push ⊂ delete ⊂ admin",
+        help="what it may do: pull ⊂ push ⊂ delete ⊂ admin",
     )
     create.add_argument("--name", default=None, help="a unique name (default: <scope>-<id>)")
     create.add_argument(
         "--json", action="store_true", help="print {token, name, scopes, id} as JSON"
     )
     create.set_defaults(func=cmd_token_create)
-    listing = token_sub.add_parser("list", help="list tokens (never their values)")
+    listing = token_sub.add_parser(
+        "list", help="list tokens (never their values)", epilog=STORAGE_HELP
+    )
     listing.add_argument("--all", action="store_true", help="include revoked tokens")
-    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     listing.set_defaults(func=cmd_token_list)
-    revoke = token_sub.add_parser("revoke", help="revoke a token by id or name")
-    revoke.add_argument("id_or_name", metavar="ID|NAME")
+    revoke = token_sub.add_parser(
+        "revoke", help="revoke a token by id or name", epilog=STORAGE_HELP
+    )
+    revoke.add_argument("id_or_name", metavar="ID|NAME", help="the token's id or name")
     revoke.set_defaults(func=cmd_token_revoke)

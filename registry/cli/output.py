@@ -1,16 +1,50 @@
-"""What the command line prints: messages on stderr, sizes, progress bars, JSON on stdout.
+"""What the command line prints: messages on stderr, tables, sizes, progress bars, JSON.
 
 Results go to stdout (the last line is what a script wants, e.g. a manifest
 hash); everything addressed to the person at the terminal goes to stderr.
+Describing verbs print aligned tables for people and take ``--json`` for
+scripts.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from registry.humanize import human_bytes
+
+__all__ = [
+    "HelpFormatter",
+    "Refused",
+    "err",
+    "fail",
+    "human_bytes",
+    "print_json",
+    "print_table",
+    "transfer_progress",
+]
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps each line of a description or epilog, but keeps indented lines (examples) as
+    written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines = []
+        for line in text.splitlines():
+            if not line or line.startswith("  "):
+                lines.append(indent + line)
+            else:
+                lines.append(super()._fill_text(line, width, indent))
+        return "\n".join(lines)
+
+
+class Refused(Exception):
+    """A command will not run as set up (exit status 2): the message says why, in one line."""
 
 
 def err(message: str) -> None:
@@ -27,15 +61,23 @@ def print_json(value: Any, *, indent: int | None = 2, ensure_ascii: bool = True)
     print(json.dumps(value, indent=indent, ensure_ascii=ensure_ascii))
 
 
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
+def print_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: Sequence[str] = ()
+) -> None:
+    """Aligned columns, two spaces apart, for people (``--json`` is for scripts).
+
+    Columns named in ``right`` (numbers, sizes) are right-aligned; the last column is
+    never padded, so long descriptions do not drag trailing spaces.
+    """
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        parts = [
+            value.rjust(width) if headers[i] in right else value.ljust(width)
+            for i, (value, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        parts[-1] = row[-1] if headers[-1] not in right else parts[-1]
+        print("  ".join(parts).rstrip())
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from registry.cli.output import err, fail
-from registry.settings import DEFAULT_PORT, Settings
+from registry.settings import DEFAULT_PORT, Settings, redact_url
 
 
 def is_loopback(host: str) -> bool:
@@ -80,22 +80,49 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
             revision = MigrationContext.configure(conn).get_current_revision()
     finally:
         engine.dispose()
-    print(f"database at revision {revision}")
+    print(f"database {redact_url(settings.database_url)} at revision {revision}")
     return 0
 
 
 def add_commands(sub: Any) -> None:
     """Add ``serve`` and ``db`` to the ``carton-registry`` subcommands."""
-    p = sub.add_parser("serve", help="run the registry server")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    storage = (
+        "Storage: REGISTRY_DATABASE_URL and REGISTRY_BLOB_STORE, by default registry.db and "
+        "blobs/ under REGISTRY_DATA_DIR (./data). The README lists every REGISTRY_* setting."
+    )
+    p = sub.add_parser(
+        "serve",
+        help="run the registry server (web pages, REST API, Triton v2)",
+        description=(
+            "Run the registry: web pages at /, the REST API under /api/v1, Triton's v2 "
+            "protocol under /v2. Migrates the database on start unless "
+            "REGISTRY_MIGRATE_ON_START=false."
+        ),
+        epilog=storage,
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1; any other needs REGISTRY_AUTH)",
+    )
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
     p.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug", "trace"],
+        help="server log level (default: info; each request is a JSON line on stderr)",
     )
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("db", help="database maintenance")
+    p = sub.add_parser(
+        "db",
+        help="database maintenance (server storage)",
+        description="Database maintenance. " + storage,
+    )
     dbsub = p.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
-    dbsub.add_parser("upgrade", help="run the migrations").set_defaults(func=cmd_db_upgrade)
+    dbsub.add_parser(
+        "upgrade",
+        help="create the database, or migrate it to this version's schema",
+        description="Create the database, or migrate it to this version's schema "
+        "(safe while servers run: one migration at a time). " + storage,
+    ).set_defaults(func=cmd_db_upgrade)

@@ -1,10 +1,12 @@
 """The Python client of the registry's REST API, and the transfers built on it.
 
 What lives here: ``transport`` (``RegistryClient`` over httpx, ``ClientError``
-and how error bodies are decoded), ``references`` (``parse_ref``, ``resolve``),
-``push`` (plan, slim zip, upload), ``pull`` (download and verify), ``hydrate``
-(slim to full, fetching LINKS from any host), ``files`` (client read limits,
-atomic output).
+and how error bodies are decoded), ``references`` (``parse_ref``, ``resolve``:
+hashes, ``sha256:`` and hash prefixes, names, versions, tags), ``push`` (plan,
+local verification, slim zip, upload), ``pull`` (download and verify),
+``hydrate`` (slim to full, fetching LINKS from any host), ``files`` (client
+read limits, atomic output), ``credentials`` (the tokens ``login`` saves, one
+per registry URL).
 
 It may import ``registry.carton``, httpx and the ``DEFAULT_PORT`` of
 ``registry.settings`` (a leaf module); never ``services/``, ``http/`` or
@@ -25,6 +27,7 @@ from registry.client.transport import (
     ClientError,
     Progress,
     RegistryClient,
+    check_registry_url,
     default_url,
 )
 
@@ -35,6 +38,7 @@ __all__ = [
     "PushOutcome",
     "PushPlan",
     "RegistryClient",
+    "check_registry_url",
     "default_url",
     "fetch_verified",
     "hydrate_carton",

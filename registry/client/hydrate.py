@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from registry.carton.digests import mismatch_message
 from registry.carton.errors import CartonFormatError
 from registry.carton.manifest import MANIFEST_NAME
 from registry.carton.streams import CHUNK
@@ -46,10 +47,7 @@ class _VerifyingReader(io.RawIOBase):
             self._checked = True
             digest = self._h.hexdigest()
             if digest != self._sha:
-                raise ClientError(
-                    f"{self._path}: content in the zip hashes to {digest}, "
-                    f"MANIFEST says {self._sha}"
-                )
+                raise ClientError(mismatch_message(self._path, digest, self._sha))
         return data
 
     def close(self) -> None:
@@ -101,7 +99,7 @@ def fetch_verified(
         if digest == sha256:
             dest.flush()
             return url
-        failures.append(f"{url}: content hashes to {digest}, MANIFEST says {sha256}")
+        failures.append(mismatch_message(url, digest, sha256))
     raise ClientError(f"{path}: no LINKS URL gave the right bytes: " + "; ".join(failures))
 
 
@@ -119,7 +117,7 @@ def hydrate_carton(
 
     Every LINKS URL of a file is tried in turn until one gives bytes hashing to
     the MANIFEST entry; files inside the zip are verified too. The output
-    appears only when complete.
+    appears only when complete. Errors name the slim file and the file inside it.
     """
     try:
         archive = CartonArchive.open(slim, CLIENT_LIMITS)
@@ -138,13 +136,14 @@ def hydrate_carton(
             if entry.path in archive.members or entry.sha256 in fetched:
                 continue
             urls = links.get(entry.sha256)
+            where = f"{slim}: {entry.path}"
             if not urls:
-                raise ClientError(f"{entry.path}: not in the zip and LINKS has no URL for it")
+                raise ClientError(f"{where}: not in the zip and LINKS has no URL for it")
             tmp = Path(tmpdir) / entry.sha256
             with tmp.open("w+b") as dest:
                 url = fetch_verified(
                     http,
-                    entry.path,
+                    where,
                     entry.sha256,
                     urls,
                     dest,
@@ -158,7 +157,8 @@ def hydrate_carton(
 
         def opener(path: str, sha: str) -> Callable[[], BinaryIO]:
             if path in archive.members:
-                return lambda: _VerifyingReader(archive.open_member(path), path, sha)  # type: ignore[return-value]
+                where = f"{slim}: {path}"
+                return lambda: _VerifyingReader(archive.open_member(path), where, sha)  # type: ignore[return-value]
             return lambda: fetched[sha].open("rb")
 
         raw = archive.manifest.raw

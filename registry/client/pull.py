@@ -13,18 +13,26 @@ from registry.client.files import CLIENT_LIMITS, atomic_output
 from registry.client.transport import ClientError, Progress, RegistryClient
 
 
-def verify_manifest(path: str | os.PathLike[str] | BinaryIO, expected: str, *, full: bool) -> None:
-    """The MANIFEST hashes to ``expected``; every file is inline (or linked, when slim)."""
+def verify_manifest(
+    path: str | os.PathLike[str] | BinaryIO, expected: str, *, full: bool, name: str = ""
+) -> None:
+    """The MANIFEST hashes to ``expected``; every file is inline (or linked, when slim).
+
+    Errors start with ``name`` (the file being written), else the path.
+    """
+    where = name or str(path)
     try:
         with CartonArchive.open(path, CLIENT_LIMITS) as archive:
             actual = archive.manifest_sha256
             missing = archive.missing_paths() if full else archive.unresolvable_paths()
     except CartonFormatError as exc:
-        raise ClientError(f"the downloaded carton is not readable: {exc.message}") from exc
+        raise ClientError(f"{where}: the downloaded carton is not readable: {exc.message}") from exc
     if actual != expected:
-        raise ClientError(f"the downloaded MANIFEST hashes to {actual}, expected {expected}")
+        raise ClientError(
+            f"{where}: the downloaded MANIFEST hashes to {actual}, expected {expected}"
+        )
     if missing:
-        raise ClientError(f"the downloaded carton lacks {', '.join(missing[:5])}")
+        raise ClientError(f"{where}: the downloaded carton lacks {', '.join(missing[:5])}")
 
 
 def pull_carton(
@@ -52,5 +60,5 @@ def pull_carton(
         finally:
             response.close()
         f.flush()
-        verify_manifest(f, manifest_sha256, full=full)
+        verify_manifest(f, manifest_sha256, full=full, name=str(output))
     return written

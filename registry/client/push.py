@@ -1,20 +1,26 @@
 """Push: ask which blobs the registry lacks, upload those, then post a slim zip.
 
 The slim zip (carton.toml, tensor index, MANIFEST, LINKS) lets the registry
-validate and index the carton from blobs it already holds.
+validate and index the carton from blobs it already holds. Every file the zip
+holds is hashed on the way, uploaded or not: the registry never sees the bytes
+of a file it already has, so only the client can tell that the local file no
+longer matches its MANIFEST.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from registry.carton.digests import mismatch_message
 from registry.carton.errors import CartonFormatError
 from registry.carton.manifest import LINKS_NAME, MANIFEST_NAME
+from registry.carton.member import MemberReader
 from registry.carton.paths import CARTON_TOML, TENSOR_INDEX
 from registry.carton.streams import CHUNK
 from registry.carton.zipread import CartonArchive
@@ -37,16 +43,22 @@ class PushOutcome:
 
 @dataclass
 class PushPlan:
-    """What a push will upload: blobs (sha256, path in zip, size)."""
+    """What a push will upload, and what it only reads to verify: (sha256, path in zip, size)."""
 
     manifest_sha256: str
     distinct: int
     uploads: list[tuple[str, str, int]]
     linked: list[str]
+    verify: list[tuple[str, str, int]] = field(default_factory=list)
 
     @property
     def upload_bytes(self) -> int:
         return sum(size for _, _, size in self.uploads)
+
+    @property
+    def read_bytes(self) -> int:
+        """Every byte the push reads from the zip: uploaded or only verified."""
+        return self.upload_bytes + sum(size for _, _, size in self.verify)
 
 
 def plan_push(client: RegistryClient, archive: CartonArchive) -> PushPlan:
@@ -56,13 +68,28 @@ def plan_push(client: RegistryClient, archive: CartonArchive) -> PushPlan:
     missing = client.missing_blobs(by_sha)
     uploads: list[tuple[str, str, int]] = []
     linked: list[str] = []
-    for sha in missing:
-        present = [p for p in by_sha.get(sha, []) if p in archive.members]
-        if present:
-            uploads.append((sha, present[0], archive.member_size(present[0])))
-        else:
+    verify: list[tuple[str, str, int]] = []
+    wanted = set(missing)
+    for sha, paths in by_sha.items():
+        present = [p for p in paths if p in archive.members]
+        if sha in wanted and not present:
             linked.append(sha)
-    return PushPlan(archive.manifest_sha256, len(by_sha), uploads, linked)
+            continue
+        if sha in wanted:
+            uploads.append((sha, present[0], archive.member_size(present[0])))
+            present = present[1:]
+        verify.extend((sha, p, archive.member_size(p)) for p in present)
+    return PushPlan(archive.manifest_sha256, len(by_sha), uploads, linked, verify)
+
+
+def _verified(reader: MemberReader, path: Path, member: str, sha256: str) -> Iterator[bytes]:
+    """The member's bytes; at the end, ClientError naming both files unless they hash right."""
+    digest = hashlib.sha256()
+    for chunk in reader.iter_chunks(CHUNK):
+        digest.update(chunk)
+        yield chunk
+    if digest.hexdigest() != sha256:
+        raise ClientError(f"{path}: {mismatch_message(member, digest.hexdigest(), sha256)}")
 
 
 def slim_zip(archive: CartonArchive) -> bytes:
@@ -97,13 +124,15 @@ def _uploads_for(archive: CartonArchive, hashes: list[str]) -> list[tuple[str, s
 def _upload(
     client: RegistryClient,
     archive: CartonArchive,
+    path: Path,
     uploads: list[tuple[str, str, int]],
     outcome: PushOutcome,
     progress: Progress | None,
 ) -> None:
+    """PUT each blob, checked against its MANIFEST sha256 as it is read (``_verified``)."""
     for sha, member, member_size in uploads:
         with archive.open_member(member) as reader:
-            client.put_blob(sha, reader.iter_chunks(CHUNK), member_size, progress)
+            client.put_blob(sha, _verified(reader, path, member, sha), member_size, progress)
         outcome.uploaded_blobs += 1
         outcome.uploaded_bytes += member_size
 
@@ -149,7 +178,12 @@ def push_carton(
             on_plan(plan)
         outcome = PushOutcome(plan.manifest_sha256, {}, linked=plan.linked)
         outcome.already_stored = plan.distinct - len(plan.uploads) - len(plan.linked)
-        _upload(client, archive, plan.uploads, outcome, progress)
+        for sha, member, _ in plan.verify:  # before any upload: a stale file fails fast
+            with archive.open_member(member) as reader:
+                for chunk in _verified(reader, path, member, sha):
+                    if progress is not None:
+                        progress(len(chunk))
+        _upload(client, archive, path, plan.uploads, outcome, progress)
         body = slim_zip(archive)
         for attempt in range(RECOVERY_ATTEMPTS + 1):
             try:
@@ -160,7 +194,7 @@ def push_carton(
                 lacking = _uploads_for(archive, exc.missing)
                 if attempt == RECOVERY_ATTEMPTS or not lacking or exc.status != 400:
                     raise
-                _upload(client, archive, lacking, outcome, progress)
+                _upload(client, archive, path, lacking, outcome, progress)
     if outcome.response.get("manifest_sha256") != outcome.manifest_sha256:
         raise ClientError(
             f"the registry stored manifest {outcome.response.get('manifest_sha256')}, "

@@ -1,19 +1,32 @@
-"""Carton references: a manifest hash, ``name``, ``name:version`` or ``name@tag``."""
+"""Carton references: a manifest hash (bare, ``sha256:<hash>`` or a unique prefix of at least
+8 hex digits), ``name``, ``name:version`` or ``name@tag``.
+
+A bare hex string could be a model name too: the name wins when such a model exists
+(as a repository name beats an image-id prefix for ``docker``), then the prefix.
+Prefixes are resolved by the registry (``GET /api/v1/cartons/{prefix}``), which answers
+409 when several cartons share one.
+"""
 
 from __future__ import annotations
 
-from registry.carton.manifest import is_sha256
+from registry.carton.digests import DIGEST_SCHEME, is_hash_prefix, is_sha256
 from registry.carton.names import is_tag, parse_version
 from registry.client.transport import ClientError, RegistryClient
 
 
+def manifest_digest(ref: str) -> str | None:
+    """The manifest hash a full-hash reference names (bare or ``sha256:``), else None."""
+    digest = ref.removeprefix(DIGEST_SCHEME)
+    return digest if is_sha256(digest) else None
+
+
 def parse_ref(ref: str) -> tuple[str | None, int | None, str | None]:
-    """``(name, version, tag)``; name is None for a manifest hash.
+    """``(name, version, tag)``; name is None for a manifest hash or ``sha256:`` reference.
 
     ``name@tag`` when the part after the last ``@`` is a valid tag,
     ``name:N`` when the part after the last ``:`` is an integer, else ``name``.
     """
-    if is_sha256(ref):
+    if manifest_digest(ref) is not None or ref.startswith(DIGEST_SCHEME):
         return None, None, None
     name, at, tag = ref.rpartition("@")
     if at and name and is_tag(tag):
@@ -27,6 +40,10 @@ def parse_ref(ref: str) -> tuple[str | None, int | None, str | None]:
     return ref, None, None
 
 
+def _by_prefix(client: RegistryClient, ref: str) -> str:
+    return str(client.get_carton(ref)["manifest_sha256"])
+
+
 def resolve(client: RegistryClient, ref: str) -> tuple[str, str | None]:
     """(manifest hash, model name or None) of a reference.
 
@@ -34,8 +51,22 @@ def resolve(client: RegistryClient, ref: str) -> tuple[str, str | None]:
     """
     name, version, tag = parse_ref(ref)
     if name is None:
-        return ref, None
-    model = client.get_model(name)
+        return manifest_digest(ref) or _by_prefix(client, ref), None
+    try:
+        model = client.get_model(name)
+    except ClientError as exc:
+        if exc.status != 404:
+            raise
+        if version is None and tag is None and is_hash_prefix(name):
+            try:
+                return _by_prefix(client, name), None
+            except ClientError as prefix_exc:
+                if prefix_exc.status != 404:
+                    raise
+            raise ClientError(
+                f"no model named {name!r}, and no manifest hash starts with {name}", 404
+            ) from exc
+        raise ClientError(f"no model named {name!r}", 404) from exc
     if tag is not None:
         entry = model.get("tags", {}).get(tag)
         if entry is None:

@@ -8,9 +8,11 @@ what a transfer cost.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
+from email.message import Message
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -41,6 +43,36 @@ class ClientError(Exception):
 
 def default_url() -> str:
     return os.environ.get("REGISTRY_URL") or DEFAULT_URL
+
+
+def check_registry_url(url: str) -> str:
+    """``url`` if it can name a registry (http or https, a host, a valid port), else ClientError."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises ValueError for a port that is not a number in range
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # also a broken [IPv6] host
+        valid = False
+    if not valid:
+        raise ClientError(
+            f"invalid registry URL {url!r}: expected http://HOST[:PORT] or https://HOST "
+            "(from --url or REGISTRY_URL)"
+        )
+    return url
+
+
+_SAFE_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.carton$")
+
+
+def attachment_filename(response: httpx.Response) -> str | None:
+    """The ``Content-Disposition`` file name, if it is a plain ``*.carton`` name (no path)."""
+    header = response.headers.get("content-disposition")
+    if not header:
+        return None
+    message = Message()
+    message["content-disposition"] = header
+    name = message.get_filename()
+    return name if name and _SAFE_FILENAME.match(name) else None
 
 
 def error_message(response: httpx.Response) -> str:
@@ -79,7 +111,7 @@ class RegistryClient:
         timeout: float | None = 300.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.url = (url or default_url()).rstrip("/")
+        self.url = check_registry_url(url or default_url()).rstrip("/")
         self.token = token
         self.bytes_sent = 0
         self.requests: list[tuple[str, str]] = []
@@ -103,12 +135,23 @@ class RegistryClient:
         if isinstance(stream, httpx.ByteStream):
             self.bytes_sent += len(request.content)
 
-    def _counted(self, chunks: Iterable[bytes], progress: Progress | None) -> Iterator[bytes]:
+    def _counted(
+        self, chunks: Iterable[bytes], size: int, progress: Progress | None
+    ) -> Iterator[bytes]:
+        """The body's chunks, counted; ClientError when they end short of ``size`` (the
+        Content-Length sent), rather than the connection's protocol error."""
+        sent = 0
         for chunk in chunks:
+            sent += len(chunk)
             self.bytes_sent += len(chunk)
             if progress is not None:
                 progress(len(chunk))
             yield chunk
+        if sent < size:
+            raise ClientError(
+                f"upload truncated: the data ended after {sent} of {size} bytes "
+                "(did the file change while it was read?)"
+            )
 
     def count(self, method: str, path_prefix: str = "") -> int:
         """How many requests with this method (and path prefix) were sent."""
@@ -158,7 +201,7 @@ class RegistryClient:
         return self.request(
             "PUT",
             f"/api/v1/blobs/{sha256}",
-            content=self._counted(chunks, progress),
+            content=self._counted(chunks, size, progress),
             headers={"Content-Length": str(size), "Content-Type": "application/octet-stream"},
         ).json()
 
@@ -176,7 +219,7 @@ class RegistryClient:
             "POST",
             "/api/v1/cartons",
             params=params,
-            content=self._counted(chunks, progress),
+            content=self._counted(chunks, size, progress),
             headers={"Content-Length": str(size), "Content-Type": "application/zip"},
             timeout=httpx.Timeout(None, connect=10.0),  # the server verifies every byte
         ).json()
@@ -184,8 +227,43 @@ class RegistryClient:
     def get_model(self, name: str) -> dict[str, Any]:
         return self.request("GET", f"/api/v1/models/{quote(name, safe='')}").json()
 
-    def get_carton(self, manifest_sha256: str) -> dict[str, Any]:
-        return self.request("GET", f"/api/v1/cartons/{manifest_sha256}").json()
+    def get_carton(self, ref: str) -> dict[str, Any]:
+        """Metadata of the carton a manifest hash, ``sha256:<hash>`` or unique prefix names."""
+        return self.request("GET", f"/api/v1/cartons/{quote(ref, safe=':')}").json()
+
+    def carton_filename(self, manifest_sha256: str, *, full: bool = False) -> str:
+        """The file name the registry gives this carton's download (as a browser saves it)."""
+        params = {"form": "full"} if full else None
+        response = self.request("HEAD", f"/cartons/{manifest_sha256}.carton", params=params)
+        return attachment_filename(response) or f"{manifest_sha256}.carton"
+
+    def whoami(self) -> dict[str, Any]:
+        """How the registry sees this client's token: ``{"auth": mode, "scopes": [...]}``."""
+        return self.request("GET", "/api/v1/whoami").json()
+
+    def put_tag(
+        self, name: str, tag: str, manifest_sha256: str, *, if_match: str | None = None
+    ) -> dict[str, Any]:
+        headers = {"If-Match": f'"{if_match}"'} if if_match else None
+        return self.request(
+            "PUT",
+            f"/api/v1/models/{quote(name, safe='')}/tags/{quote(tag, safe='')}",
+            json={"manifest_sha256": manifest_sha256},
+            headers=headers,
+        ).json()
+
+    def delete_tag(self, name: str, tag: str, *, if_match: str | None = None) -> None:
+        headers = {"If-Match": f'"{if_match}"'} if if_match else None
+        self.request(
+            "DELETE",
+            f"/api/v1/models/{quote(name, safe='')}/tags/{quote(tag, safe='')}",
+            headers=headers,
+        )
+
+    def delete_version(self, name: str, version: int) -> dict[str, Any]:
+        return self.request(
+            "DELETE", f"/api/v1/models/{quote(name, safe='')}/versions/{version}"
+        ).json()
 
     def list_models(self, q: str | None = None, limit: int = 200) -> Iterator[dict[str, Any]]:
         """Every model matching ``q``, following the pagination cursor."""

@@ -49,6 +49,16 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
                 conn.commit()
 
 
+def revisions(engine: Engine) -> tuple[str | None, str | None]:
+    """(the database's Alembic revision or None when it has none, the code's head revision)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    return current, ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
 def downgrade(engine: Engine, revision: str) -> None:
     cfg = alembic_config()
     with _ALEMBIC_LOCK, _writer(engine) as conn:

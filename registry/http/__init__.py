@@ -13,9 +13,10 @@
 
 Handlers parse the request, call a service in a worker thread and shape the answer;
 they open no database session and make no storage decision themselves. May import
-``registry.services``, ``registry.errors``, ``registry.settings``, the package's
-``__version__``, the carton format's stream helpers (``registry.carton.streams``) and
-the v2 wire format's documents and request parsing (``registry.triton.documents``,
+``registry.services``, ``registry.errors``, ``registry.settings``, ``registry.humanize``
+(how sizes, times and shares read, shared with the CLI), the package's ``__version__``,
+the carton format's stream helpers (``registry.carton.streams``) and the v2 wire
+format's documents and request parsing (``registry.triton.documents``,
 ``registry.triton.requests``); ``errors.py`` also the blob store's, the carton format's
 and the Triton wire format's error classes it maps. Only ``registry.app`` (the app
 factory) and the CLI's ``serve`` sit above it: nothing below ``http/`` imports this package.

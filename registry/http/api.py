@@ -15,13 +15,14 @@ import anyio.to_thread
 from litestar import Controller, Request, Response, delete, post, put
 
 from registry.http import schemas
-from registry.http.auth import require_delete, require_push
+from registry.http.auth import bearer_token, invalid_token, require_delete, require_push
 from registry.http.deps import StreamedBody
 from registry.http.overload import IngestGate
 from registry.http.routing import get
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import blobs as blob_service
 from registry.services import cartons, deletes, listing, models, stats, tags
+from registry.services.auth import SCOPES, authenticate
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_stream
 from registry.services.lookups import models_page
@@ -90,7 +91,14 @@ class ApiController(Controller):
         stored = as_body(result, schemas.StoredBlob)
         return Response(stored, status_code=201 if stored.created else 200)
 
-    @get("/cartons/{sha256:str}", summary="Carton metadata")
+    @get(
+        "/cartons/{sha256:str}",
+        summary="Carton metadata",
+        description=(
+            "`sha256`: a manifest hash, `sha256:<hash>`, or a unique prefix of at least 8 hex "
+            "digits (409 when several cartons share it, 404 when none has it)."
+        ),
+    )
     async def get_carton(self, ctx: RegistryContext, sha256: str) -> schemas.CartonDetail:
         detail = await anyio.to_thread.run_sync(cartons.get_carton, ctx, sha256)
         return as_body(detail, schemas.CartonDetail)
@@ -183,6 +191,19 @@ class ApiController(Controller):
         number = require_version(version)  # strictly: "+1" must not delete version 1
         result = await anyio.to_thread.run_sync(deletes.delete_version, ctx, name, number)
         return as_body(result, schemas.VersionDeleted)
+
+    @get("/whoami", summary="The auth mode, and the scopes of the request's token")
+    async def whoami(self, request: Request, ctx: RegistryContext) -> schemas.Identity:
+        """An unknown or revoked token is a 401 whatever ``REGISTRY_AUTH`` says (``login``)."""
+        token = bearer_token(request)
+        scopes = (
+            frozenset()
+            if token is None
+            else await anyio.to_thread.run_sync(authenticate, ctx, token)
+        )
+        if scopes is None:
+            raise invalid_token()
+        return schemas.Identity(auth=ctx.settings.auth, scopes=[s for s in SCOPES if s in scopes])
 
     @get("/stats", summary="Counts and storage accounting")
     async def stats(self, ctx: RegistryContext) -> schemas.Stats:

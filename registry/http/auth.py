@@ -52,7 +52,7 @@ class RequireScope:
         needed = required_scope(ctx.settings.auth, route_handler)
         if needed is None:
             return
-        token = _bearer(connection)
+        token = bearer_token(connection)
         if token is None:
             raise AuthenticationRequired(
                 "authentication required: send 'Authorization: Bearer <token>' "
@@ -61,9 +61,7 @@ class RequireScope:
             )
         scopes = await anyio.to_thread.run_sync(authenticate, ctx, token)
         if scopes is None:
-            raise AuthenticationRequired(
-                "invalid or revoked token", challenge=f'{REALM}, error="invalid_token"'
-            )
+            raise invalid_token()
         if needed not in scopes:
             have = ", ".join(sorted(scopes)) or "none"
             raise PermissionDenied(
@@ -97,7 +95,13 @@ def required_scope(mode: str, route_handler: BaseRouteHandler) -> str | None:
     return guard.scope
 
 
-def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
+def invalid_token() -> AuthenticationRequired:
+    return AuthenticationRequired(
+        "invalid or revoked token", challenge=f'{REALM}, error="invalid_token"'
+    )
+
+
+def bearer_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
     value = connection.headers.get("authorization")
     if not value:
         return None

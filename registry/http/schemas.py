@@ -241,6 +241,13 @@ class TagDeleted(Body):
     deleted: bool
 
 
+class Identity(Body):
+    """How the registry sees a request's token (``GET /api/v1/whoami``)."""
+
+    auth: str
+    scopes: list[str]
+
+
 # --- stats ------------------------------------------------------------------------------
 
 

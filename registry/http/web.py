@@ -8,7 +8,7 @@ the application's template config.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from markupsafe import Markup
 
-from registry import __version__
+from registry import __version__, humanize
 from registry.errors import NotFound
 from registry.http.routing import get
 from registry.services import webviews
@@ -35,55 +35,24 @@ SORT_LABELS = {"name": "Name", "recent": "Recently pushed", "size": "Size"}
 
 # --- formatting ---------------------------------------------------------------------------
 
+MISSING = "—"
+
 
 def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "—"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(value) < 1024 or unit == "PiB":
-            if unit == "B":
-                return f"{int(value)} B"
-            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def _parse_time(value: str | datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    when = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return humanize.human_bytes(n, MISSING)
 
 
 def absolute_time(value: str | datetime | None) -> str:
-    when = _parse_time(value)
-    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if when else "—"
+    return humanize.absolute_time(value, MISSING)
 
 
 def relative_time(value: str | datetime | None) -> str:
-    when = _parse_time(value)
-    if when is None:
-        return "—"
-    seconds = int((datetime.now(UTC) - when).total_seconds())
-    if seconds < 60:
-        return "just now"
-    for size, unit in (
-        (86400 * 365, "year"),
-        (86400 * 30, "month"),
-        (86400, "day"),
-        (3600, "hour"),
-        (60, "minute"),
-    ):
-        if seconds >= size:
-            count = seconds // size
-            return f"{count} {unit}{'s' if count != 1 else ''} ago"
-    return "just now"  # pragma: no cover
+    return humanize.relative_time(value, MISSING)
 
 
 def shape_text(shape: Any) -> str:
     if shape is None:
-        return "—"
+        return MISSING
     if isinstance(shape, str):
         return shape
     if len(shape) == 0:
@@ -179,6 +148,7 @@ def environment() -> jinja2.Environment:
         human_bytes=human_bytes,
         absolute_time=absolute_time,
         relative_time=relative_time,
+        percent=humanize.percent,
         shape=shape_text,
         blob_url=blob_url,
     )
@@ -251,10 +221,10 @@ def _carton_page(ctx: RegistryContext, view: webviews.CartonView) -> Response[st
         description=render_markdown(view.carton["description"], view.misc),
         slim_url=f"/cartons/{sha}.carton",
         full_url=f"/cartons/{sha}.carton?form=full",
-        snippet=(
-            "import cartonml as carton\n"
-            f'model = await carton.load("{public_url}/cartons/{sha}.carton")'
-        ),
+        snippet=[  # lines: each wraps on its own, continuations indented (style.css)
+            "import cartonml as carton",
+            f'model = await carton.load("{public_url}/cartons/{sha}.carton")',
+        ],
     )
 
 

@@ -8,8 +8,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.carton.config import TensorSpec, parse_carton_toml
+from registry.carton.digests import DIGEST_SCHEME, MIN_PREFIX, is_hash_prefix, is_sha256
 from registry.db.tables import Carton, Model, Tag, Version
-from registry.errors import CartonNotFound
+from registry.errors import AmbiguousReference, CartonNotFound, InvalidDigest
 from registry.services.context import RegistryContext
 from registry.services.names import require_sha256
 from registry.services.rendering import iso
@@ -21,6 +22,42 @@ def get_carton_row(session: Session, manifest_sha256: str) -> Carton:
     if carton is None:
         raise CartonNotFound(f"no carton with manifest hash {manifest_sha256}")
     return carton
+
+
+_CANDIDATES_SHOWN = 5
+
+
+def find_carton_row(session: Session, ref: str) -> Carton:
+    """The carton a manifest hash, ``sha256:<hash>`` or a unique prefix (>= 8 hex) names.
+
+    ``AmbiguousReference`` when the prefix matches several cartons, ``CartonNotFound``
+    when none.
+    """
+    digest = ref.removeprefix(DIGEST_SCHEME)
+    if is_sha256(digest):
+        return get_carton_row(session, digest)
+    if not is_hash_prefix(digest):
+        raise InvalidDigest(
+            f"invalid manifest hash {ref!r}: expected 64 lowercase hex characters, "
+            f"optionally after {DIGEST_SCHEME!r}, or a unique prefix of at least "
+            f"{MIN_PREFIX} of them"
+        )
+    matches = session.scalars(
+        select(Carton.manifest_sha256)
+        .where(Carton.manifest_sha256.startswith(digest))
+        .order_by(Carton.manifest_sha256)
+        .limit(_CANDIDATES_SHOWN + 1)
+    ).all()
+    if not matches:
+        raise CartonNotFound(f"no carton's manifest hash starts with {digest}")
+    if len(matches) > 1:
+        shown = ", ".join(matches[:_CANDIDATES_SHOWN])
+        more = ", ..." if len(matches) > _CANDIDATES_SHOWN else ""
+        raise AmbiguousReference(
+            f"manifest hash prefix {digest} matches several cartons ({shown}{more}); "
+            "give more digits"
+        )
+    return get_carton_row(session, matches[0])
 
 
 def carton_json(session: Session, carton: Carton) -> dict[str, Any]:
@@ -101,6 +138,7 @@ def _tensor_spec_json(spec: TensorSpec) -> dict[str, Any]:
     }
 
 
-def get_carton(ctx: RegistryContext, manifest_sha256: str) -> dict[str, Any]:
+def get_carton(ctx: RegistryContext, ref: str) -> dict[str, Any]:
+    """Metadata of the carton ``ref`` names (see ``find_carton_row``)."""
     with ctx.sessions() as session:
-        return carton_json(session, get_carton_row(session, manifest_sha256))
+        return carton_json(session, find_carton_row(session, ref))

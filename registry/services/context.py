@@ -5,17 +5,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from registry.blobstore import BlobStore, open_blobstore
 from registry.blobstore.chunking import ChunkParams
 from registry.carton.limits import ArchiveLimits
-from registry.db.engine import make_engine, make_sessionmaker, transaction
+from registry.db.engine import is_sqlite, make_engine, make_sessionmaker, transaction
+from registry.errors import StorageNotReady
 from registry.services.caches import Caches
 from registry.services.observers import Observers
-from registry.settings import Settings
+from registry.settings import Settings, redact_url
+
+UPGRADE_HINT = "run `carton-registry db upgrade` to migrate it"
 
 
 @dataclass
@@ -36,6 +42,46 @@ class RegistryContext:
             from registry.db.migrate import upgrade
 
             upgrade(engine)
+        return cls(
+            settings=settings,
+            engine=engine,
+            sessions=make_sessionmaker(engine),
+            blobs=open_blobstore(settings),
+        )
+
+    @classmethod
+    def open_existing(cls, settings: Settings) -> RegistryContext:
+        """The registry a server already set up, or ``StorageNotReady``; creates nothing.
+
+        For operator commands: pointed at the wrong place (another folder, a typo in
+        ``REGISTRY_DATABASE_URL``), they must say so rather than make a new empty registry.
+        """
+        from registry.db.migrate import revisions
+
+        url = settings.database_url
+        where = f"database {redact_url(url)}"
+        if is_sqlite(url):
+            path = make_url(url).database
+            if not path or path == ":memory:" or not Path(path).is_file():
+                raise StorageNotReady(
+                    f"{where} does not exist; point REGISTRY_DATABASE_URL (or REGISTRY_DATA_DIR) "
+                    "at the server's storage"
+                )
+        engine = make_engine(url)
+        try:
+            current, head = revisions(engine)
+        except SQLAlchemyError as exc:
+            engine.dispose()
+            cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            raise StorageNotReady(f"cannot open {where}: {cause}") from exc
+        if current != head:
+            engine.dispose()
+            if current is None:
+                raise StorageNotReady(f"{where} holds no registry tables; {UPGRADE_HINT}")
+            raise StorageNotReady(
+                f"{where} is at revision {current}, this carton-registry needs {head}; "
+                f"{UPGRADE_HINT}"
+            )
         return cls(
             settings=settings,
             engine=engine,

@@ -54,3 +54,15 @@ def test_environment_read_each_time(tmp_path: Path) -> None:
 def test_bad_auth_value_is_refused() -> None:
     with pytest.raises(ValueError, match="REGISTRY_AUTH"):
         Settings.from_env({"REGISTRY_AUTH": "maybe"})
+
+
+def test_redact_url_hides_passwords_only():
+    from registry.settings import redact_url
+
+    assert (
+        redact_url("postgresql://reg:s3cret@db:5432/registry")
+        == "postgresql://reg:***@db:5432/registry"
+    )
+    assert redact_url("postgresql://reg@db/registry") == "postgresql://reg@db/registry"
+    assert redact_url("sqlite:////var/lib/registry.db") == "sqlite:////var/lib/registry.db"
+    assert redact_url("s3://bucket/prefix?region=eu") == "s3://bucket/prefix?region=eu"

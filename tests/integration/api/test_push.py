@@ -81,6 +81,19 @@ def test_every_fixture_pushes_and_repush_is_idempotent(client, registry_ctx, car
     assert len(meta["files"]) == body["files"]
 
 
+def test_carton_metadata_by_prefix_or_digest_reference(client):
+    sha = push(client, fixture_carton("02")).json()["manifest_sha256"]
+    for ref in (sha[:8], f"sha256:{sha}", f"sha256:{sha[:16]}"):
+        response = client.get(f"/api/v1/cartons/{ref}")
+        assert response.status_code == 200, (ref, response.text)
+        assert response.json()["manifest_sha256"] == sha
+    other = "f" if sha[0] != "f" else "e"
+    for ref, status in ((sha[:7], 400), (other * 8, 404), ("ABCDEF01", 400)):
+        response = client.get(f"/api/v1/cartons/{ref}")
+        assert response.status_code == status, ref
+        assert response.json()["error"]
+
+
 def test_identical_files_in_one_carton_stored_once(client, registry_ctx):
     body = push(client, fixture_carton("02")).json()
     with registry_ctx.sessions() as s:

@@ -1,19 +1,33 @@
-"""Helpers for driving the CLI in-process against a live server (``cli``: tests.cli_runner)."""
+"""Helpers for driving the CLI against a live server: in-process (``cli``: tests.cli_runner),
+or as a user does (``installed``: the installed ``carton-registry`` script in a subprocess,
+from a folder outside the checkout).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from registry.carton.links import write_links
 from registry.carton.manifest import MANIFEST_NAME
 from registry.carton.zipread import CartonArchive, sha256_member
+from registry.carton.zipwrite import STORED, write_zip
 from tests.cli_runner import cli  # noqa: F401
+from tests.conftest import REPO_ROOT
+
+INSTALLED = Path(sys.executable).with_name("carton-registry")
 
 
 def manifest_hash(path: Path) -> str:
@@ -37,6 +51,22 @@ def assert_full_and_valid(path: Path, expected_manifest: str) -> None:
         for entry in archive.manifest:
             digest, _ = sha256_member(archive, entry.path)
             assert digest == entry.sha256, entry.path
+
+
+def relinked(src: Path, dest: Path, urls_for) -> set[str]:  # type: ignore[no-untyped-def]
+    """A copy of slim carton ``src`` whose LINKS map each linked sha256 to ``urls_for(sha)``."""
+    with CartonArchive.open(src) as archive:
+        linked = {e.sha256 for e in archive.manifest if e.path not in archive.members}
+        links = write_links({sha: urls_for(sha) for sha in sorted(linked)})
+        members = [(MANIFEST_NAME, lambda: io.BytesIO(archive.manifest.raw), STORED)]
+        members += [
+            (p, lambda p=p: io.BytesIO(archive.read_bytes(p, 1 << 30)), STORED)
+            for p in archive.present_paths()
+        ]
+        members.append(("LINKS", lambda: io.BytesIO(links), STORED))
+        with open(dest, "wb") as f:
+            write_zip(f, members)
+    return linked
 
 
 class StaticServer:
@@ -119,3 +149,133 @@ def make_carton(path: Path, name: str, files: dict[str, bytes]) -> Path:
     ).encode()
     path.write_bytes(zip_bytes({**members, "MANIFEST": manifest}))
     return path
+
+
+# --- the installed script, as a user runs it ------------------------------------------------
+
+
+def assert_no_traceback(stderr: str) -> None:
+    assert "Traceback" not in stderr, stderr
+    assert "Exception ignored" not in stderr, stderr
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def last_line(self) -> str:
+        lines = self.out.strip().splitlines()
+        return lines[-1] if lines else ""
+
+    @property
+    def error(self) -> str:
+        """stderr, which must be exactly one ``error:`` line."""
+        lines = self.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), self.err
+        return lines[0]
+
+
+class InstalledCli:
+    """``carton-registry`` from the venv's bin folder, run from ``work/`` under a temp folder.
+
+    The environment has no ``REGISTRY_*`` variables and its own HOME and config folder, so
+    nothing of the machine's (or the checkout's ``./data``) leaks in; every run is checked
+    for tracebacks.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.cwd = root / "work"
+        self.cwd.mkdir()
+        (root / "home").mkdir()
+        self.config = root / "config"
+        assert REPO_ROOT not in self.cwd.resolve().parents
+        self.env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "PYTHON"))
+        }
+        self.env.update(HOME=str(root / "home"), XDG_CONFIG_HOME=str(self.config))
+
+    def command(self, args: tuple[str, ...]) -> list[str]:
+        return [str(INSTALLED), *args]
+
+    def __call__(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        input: str | None = None,
+        timeout: float = 120,
+        **kwargs: Any,
+    ) -> Result:
+        proc = subprocess.run(
+            self.command(args),
+            cwd=self.cwd,
+            env={**self.env, **(env or {})},
+            input=input if input is not None else "",
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            **kwargs,
+        )
+        assert_no_traceback(proc.stderr)
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def start(self, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.command(args),
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            **kwargs,
+        )
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> InstalledCli:
+    if not INSTALLED.is_file():
+        pytest.fail(f"{INSTALLED} is missing: pip install -e . into this venv")
+    return InstalledCli(tmp_path)
+
+
+class DripServer:
+    """Answers every GET with a huge Content-Length and then a trickle of bytes: a transfer
+    that stays in progress until the client goes away."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(1 << 40))
+                self.end_headers()
+                try:
+                    while True:
+                        self.wfile.write(b"\0" * 65536)
+                        time.sleep(0.02)
+                except OSError:  # the client left
+                    return
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def drip_server() -> Iterator[DripServer]:
+    server = DripServer()
+    try:
+        yield server
+    finally:
+        server.close()

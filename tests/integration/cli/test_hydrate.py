@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import io
-
-from registry.carton.links import write_links
 from registry.carton.zipread import CartonArchive
-from registry.carton.zipwrite import STORED, write_zip
 from tests.conftest import REFERENCE, fixture_carton
-from tests.integration.cli.conftest import assert_full_and_valid, manifest_hash, member_bytes
-
-
-def relinked(src, dest, urls_for):
-    """A copy of slim carton ``src`` whose LINKS map each linked sha256 to ``urls_for(sha)``."""
-    with CartonArchive.open(src) as archive:
-        linked = {e.sha256 for e in archive.manifest if e.path not in archive.members}
-        links = write_links({sha: urls_for(sha) for sha in sorted(linked)})
-        members = [("MANIFEST", lambda: io.BytesIO(archive.manifest.raw), STORED)]
-        members += [
-            (p, lambda p=p: io.BytesIO(archive.read_bytes(p, 1 << 30)), STORED)
-            for p in archive.present_paths()
-        ]
-        members.append(("LINKS", lambda: io.BytesIO(links), STORED))
-        with open(dest, "wb") as f:
-            write_zip(f, members)
-    return linked
+from tests.integration.cli.conftest import (
+    assert_full_and_valid,
+    manifest_hash,
+    member_bytes,
+    relinked,
+)
 
 
 def test_hydrate_resolves_links_from_any_host(cli, static_server, tmp_path):

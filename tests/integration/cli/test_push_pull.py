@@ -68,6 +68,7 @@ def test_push_with_tag_and_model_name(cli, live_server):
     info = cli(
         "info",
         json.loads(cli("inspect", str(carton)).out)["model_name"] + "@prod",
+        "--json",
         "--url",
         live_server.url,
     )
@@ -116,12 +117,12 @@ def test_ls_and_info(cli, live_server):
     one = cli("ls", "--q", name, "--json", "--url", live_server.url)
     assert name in {m["name"] for m in json.loads(one.out)}
 
-    info = cli("info", name, "--url", live_server.url)
+    info = cli("info", name, "--json", "--url", live_server.url)
     assert info.code == 0, info.err
     data = json.loads(info.out)
     assert data["model"]["name"] == name
     assert data["versions"][0]["model_name"] == name
-    by_hash = cli("info", data["manifest_sha256"], "--url", live_server.url)
+    by_hash = cli("info", data["manifest_sha256"], "--json", "--url", live_server.url)
     assert json.loads(by_hash.out)["manifest_sha256"] == data["manifest_sha256"]
 
 
@@ -188,13 +189,18 @@ def test_pull_by_every_kind_of_reference(cli, live_server, tmp_path):
 
 
 def test_pull_default_output_name(cli, live_server, tmp_path, monkeypatch):
+    """The name the web page's download link saves as: NAME-HASH12[-full].carton."""
     carton = fixture_carton("02")
     assert cli("push", str(carton), "--url", live_server.url).code == 0
     name = json.loads(cli("inspect", str(carton)).out)["model_name"]
+    short = manifest_hash(carton)[:12]
     monkeypatch.chdir(tmp_path)
     run = cli("pull", name, "--url", live_server.url)
     assert run.code == 0, run.err
-    assert manifest_hash(Path(tmp_path / f"{name}.carton")) == manifest_hash(carton)
+    assert manifest_hash(Path(tmp_path / f"{name}-{short}.carton")) == manifest_hash(carton)
+    run = cli("pull", name, "--full", "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert manifest_hash(Path(tmp_path / f"{name}-{short}-full.carton")) == manifest_hash(carton)
 
 
 def test_pull_name_alone_prefers_latest_tag_else_highest_version(cli, live_server, tmp_path):

@@ -201,3 +201,24 @@ def test_tokens_stored_hashed_and_marked_used(registry_ctx):
 def test_scope_nesting():
     assert expand_scopes("pull") == {"pull"}
     assert expand_scopes("admin") == {"pull", "push", "delete", "admin"}
+
+
+@pytest.mark.parametrize(
+    "mode", [pytest.param(m, marks=pytest.mark.settings(auth=m)) for m in ("off", "write", "all")]
+)
+def test_whoami_tells_a_client_what_its_token_is_worth(ops_client, registry_ctx, mode):
+    """What `login` checks: an unknown token is a 401 even where no token is needed."""
+    keys = tokens(registry_ctx)
+    r = ops_client.get("/api/v1/whoami", headers=bearer(keys["push"]))
+    assert r.status_code == 200, r.text
+    assert r.json() == {"auth": mode, "scopes": ["pull", "push"]}
+    r = ops_client.get("/api/v1/whoami", headers=bearer("crt_nope"))
+    assert r.status_code == 401 and r.json()["error"] == "invalid or revoked token"
+    assert "invalid_token" in r.headers["www-authenticate"]
+    anonymous = ops_client.get("/api/v1/whoami")
+    if mode == "all":
+        assert anonymous.status_code == 401
+    else:
+        assert anonymous.json() == {"auth": mode, "scopes": []}
+    revoke_token(registry_ctx, next(t.id for t in list_tokens(registry_ctx) if t.scope == "push"))
+    assert ops_client.get("/api/v1/whoami", headers=bearer(keys["push"])).status_code == 401

@@ -35,6 +35,13 @@ SIZES = {"laptop": (1280, 900, 1, False), "phone": (390, 844, 2, True)}
 SCREENSHOTS = REPO_ROOT / "docs" / "screenshots"
 
 
+OVERFLOWING = (  # boxes whose content is wider than they are (cut off, or scrolling)
+    "[...document.querySelectorAll('#snippet, .hash, .crumbs, .title, .lede')]"
+    ".filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.className || e.id)"
+)
+SNIPPET_TEXT = "document.getElementById('snippet').textContent"
+
+
 def find_chromium() -> str | None:
     for name in CHROMIUM_CANDIDATES:
         path = shutil.which(name)
@@ -164,18 +171,35 @@ def test_browse_search_open_and_download(live_server, browser, tmp_path):
             if "form=full" in href:
                 assert "LINKS" not in z.namelist()
 
-    # screenshots at laptop and phone widths; pages never scroll sideways
+    # screenshots at laptop and phone widths; pages never scroll sideways, and nothing in
+    # them does either: long hashes and the load-by-URL snippet wrap inside their boxes
     shots = tmp_path / "screenshots"
     shots.mkdir()
     pages = {"listing": "/", "model": "/models/clip-image-embedder", "stats": "/stats"}
+    carton_page = f"/cartons/{pushed['clip-image-embedder']}"
     taken = []
     for size, metrics in SIZES.items():
         browser.viewport(*metrics)
-        for name, path in pages.items():
+        for name, path in [*pages.items(), ("carton", carton_page)]:
             browser.goto(base + path)
             width = browser.evaluate("document.documentElement.scrollWidth")
             assert width <= metrics[0], f"{path} is {width}px wide at {size} width"
-            taken.append(browser.screenshot(shots / f"{name}-{size}.png"))
+            assert browser.evaluate(OVERFLOWING) == [], f"{path} at {size} width"
+            if name in pages:
+                taken.append(browser.screenshot(shots / f"{name}-{size}.png"))
+        browser.goto(base + carton_page)
+        assert browser.evaluate(SNIPPET_TEXT) == (
+            "import cartonml as carton\n"
+            f'model = await carton.load("{base}/cartons/{pushed["clip-image-embedder"]}.carton")'
+        ), "the copied snippet is the code, whatever its wrapping"
+        # each line of code starts at the left edge; only continuations are indented
+        lefts = browser.evaluate(
+            "[...document.querySelectorAll('#snippet .code-line')]"
+            ".map(l => Math.round(l.getClientRects()[0].left))"
+        )
+        assert len(set(lefts)) == 1, lefts
+        crumbs = browser.evaluate("document.querySelector('.crumbs').innerText")
+        assert "clip-image-embedder" in crumbs and "v1" in crumbs, crumbs
     if os.environ.get("REGISTRY_UPDATE_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         for shot in taken:

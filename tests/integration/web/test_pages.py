@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import os
 import re
 
 from sqlalchemy import update
@@ -325,3 +326,36 @@ def test_stats_page_does_not_wait_for_a_slow_aggregate(client, registry_ctx, mon
     assert not result["pending"] and not result["stale"]
     assert [m["name"] for m in result["exclusive"]] == ["a"]
     assert 'href="/models/a"' in page(client, "/stats")
+
+
+def crumbs(text: str) -> str:
+    """The breadcrumb's words, tags stripped."""
+    nav = re.search(r'<nav class="crumbs"[^>]*>(.*?)</nav>', text, re.S)
+    assert nav, "the page has a breadcrumb"
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", nav.group(1))).split())
+
+
+def test_breadcrumbs_name_the_model_and_version(client):
+    push(client, small_model("m", "first"))
+    second = push(client, small_model("m", "second"))["manifest_sha256"]
+    assert crumbs(page(client, "/models/m")) == "Models / m / v2"
+    assert crumbs(page(client, "/models/m?version=1")) == "Models / m / v1"
+    text = page(client, f"/cartons/{second}")
+    assert crumbs(text) == f"Models / m / v2 / carton {second[:12]}"
+    assert 'href="/models/m?version=2"' in text
+
+
+def test_a_small_saving_is_never_shown_as_zero_percent(client, tmp_path):
+    """Two big cartons sharing a few hundred bytes: saved is under 1%, not "0%"."""
+    from tests.integration.cli.conftest import make_carton
+
+    shared = {"model/config.json": b'{"layers": 12}'}
+    for name in ("big-a", "big-b"):
+        files = {**shared, "model/w.bin": os.urandom(1 << 20)}
+        push(client, make_carton(tmp_path / f"{name}.carton", name, files))
+    totals = client.get("/api/v1/stats").json()
+    saved = totals["logical_bytes"] - totals["stored_bytes"]
+    assert 0 < saved < totals["logical_bytes"] / 100
+    assert "saved by dedup (&lt;1%)" in page(client, "/")
+    assert "saved (&lt;1%)" in page(client, "/stats")
+    assert "(0%)" not in page(client, "/") + page(client, "/stats")

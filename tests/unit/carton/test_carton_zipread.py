@@ -142,6 +142,16 @@ def test_not_a_zip():
         _open(b"")
 
 
+def test_empty_truncated_and_non_zip_inputs_are_told_apart():
+    with pytest.raises(CartonFormatError, match=r"^not a zip archive: empty \(0 bytes\)$"):
+        _open(b"")
+    data = _good()
+    with pytest.raises(CartonFormatError, match=rf"^truncated zip archive: {len(data) // 2} bytes"):
+        _open(data[: len(data) // 2])
+    with pytest.raises(CartonFormatError, match=r"^not a zip archive \(no end of central"):
+        _open(b"hello, not a zip" * 100)
+
+
 def test_truncated_zip():
     data = _good()
     with pytest.raises(CartonFormatError):

@@ -72,6 +72,8 @@ def test_help_returns_0(capsys):
         assert verb in out
     for verb in ("gc", "fsck", "token"):
         assert verb in out
+    for verb in ("versions", "tags", "tag", "untag", "rm", "login", "logout"):
+        assert f"\n    {verb} " in out
 
 
 def test_operator_commands_parse_before_opening_the_registry(monkeypatch, capsys):
@@ -131,3 +133,30 @@ def test_non_json_errors_are_reported(capsys):
 def test_ls_without_models_says_so(capsys):
     assert cli.main(["ls", "-q", "zebra"], connect=mock_connect(no_models)) == 0
     assert capsys.readouterr().err.strip() == "no models match 'zebra'"
+
+
+def test_tables_align_columns_and_leave_no_trailing_spaces(capsys):
+    from registry.cli.output import print_table
+
+    print_table(
+        ("NAME", "SIZE", "NOTE"), [("a", "1.5 KiB", ""), ("longer", "3 B", "x")], right=("SIZE",)
+    )
+    assert capsys.readouterr().out.splitlines() == [
+        "NAME       SIZE  NOTE",
+        "a       1.5 KiB",
+        "longer      3 B  x",
+    ]
+
+
+def test_an_unexpected_error_is_one_line_unless_debugging(monkeypatch, capsys):
+    def broken(args, connect):
+        raise RuntimeError("oops")
+
+    monkeypatch.setattr(client_commands, "cmd_pull", broken)
+    assert cli.main(["pull", "m"]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: unexpected RuntimeError: oops (a bug; CARTON_REGISTRY_DEBUG=1 shows where)"
+    ]
+    monkeypatch.setenv("CARTON_REGISTRY_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        cli.main(["pull", "m"])

@@ -32,6 +32,9 @@ MODEL = {
         ("a@b@latest", ("a@b", None, "latest")),
         ("name:v1", ("name:v1", None, None)),  # not an integer version: a plain name
         ("A" * 64, ("A" * 64, None, None)),  # uppercase hex is not a manifest hash
+        (f"sha256:{SHA}", (None, None, None)),
+        ("sha256:abcdef01", (None, None, None)),  # a hash prefix, resolved by the registry
+        ("abcdef01", ("abcdef01", None, None)),  # a name first, a prefix if no such model
     ],
 )
 def test_parse_ref(ref, expected):
@@ -83,3 +86,30 @@ def test_model_names_are_quoted_in_paths(mock_client):
     with mock_client(handler) as c:
         resolve(c, "my model:1")
     assert paths == [b"/api/v1/models/my%20model"]
+
+
+def test_hash_prefixes_resolve_through_the_registry(mock_client):
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path == "/api/v1/models/abcdef01":
+            return httpx.Response(200, json={**MODEL, "name": "abcdef01"})
+        if request.url.path.startswith("/api/v1/models/"):
+            return httpx.Response(404, json={"error": "Not Found"})
+        prefix = request.url.path.rsplit("/", 1)[1].removeprefix("sha256:")
+        if SHA.startswith(prefix):
+            return httpx.Response(200, json={"manifest_sha256": SHA})
+        return httpx.Response(404, json={"error": f"no carton's hash starts with {prefix}"})
+
+    with mock_client(handler) as c:
+        assert resolve(c, f"sha256:{SHA}") == (SHA, None)
+        assert seen == []  # a full hash needs no request
+        assert resolve(c, "sha256:aaaaaaaa") == (SHA, None)
+        assert resolve(c, "aaaaaaaaaa") == (SHA, None)  # no such model: a prefix
+        assert resolve(c, "abcdef01") == (SHA2, "abcdef01")  # the model wins
+        with pytest.raises(ClientError, match="no model named 'bbbbbbbb', and no manifest hash"):
+            resolve(c, "bbbbbbbb")
+        with pytest.raises(ClientError) as info:
+            resolve(c, "a/b")  # the API's own 404 for a path it cannot route
+        assert (info.value.message, info.value.status) == ("no model named 'a/b'", 404)

@@ -54,3 +54,13 @@ def test_errors_carry_the_server_message_and_status(mock_client, response, messa
         c.get_carton(SHA)
     assert str(info.value) == message
     assert info.value.status == response.status_code
+
+
+def test_a_body_shorter_than_announced_is_a_truncated_upload(mock_client):
+    def handler(request: httpx.Request) -> httpx.Response:
+        request.read()
+        return httpx.Response(201, json={"created": True})
+
+    with mock_client(handler) as c, pytest.raises(ClientError, match="upload truncated") as info:
+        c.post_carton([b"x" * 1000], 4096)
+    assert "after 1000 of 4096 bytes" in info.value.message
