@@ -72,7 +72,7 @@ class ForwardInput:
     def read_exact(self, n: int, what: str) -> bytes:
         data = self.peek(n)
         if len(data) != n:
-            raise CartonFormatError(f"archive truncated in {what}")
+            raise CartonFormatError(f"truncated zip archive: it ends inside {what}")
         self._at += n
         self.offset += n
         return data
@@ -192,7 +192,9 @@ class MemberStream:
         data = self._in.read_some(n)
         if self._left is not None:
             if not data:
-                raise self._fail("archive truncated inside member data")
+                raise CartonFormatError(
+                    f"truncated zip archive: it ends inside the data of {self.entry.path}"
+                )
             self._left -= len(data)
         self.entry.compressed_size += len(data)
         return data
@@ -284,8 +286,8 @@ class MemberStream:
                 cut = len(pending) - 3  # the end may hold the start of a signature
                 if cut <= 0:
                     if not self._more_into_pending():
-                        raise self._fail(
-                            "archive truncated inside member data (no data descriptor)"
+                        raise CartonFormatError(
+                            f"truncated zip archive: it ends inside the data of {self.entry.path}"
                         )
                     continue
             cut = min(cut, n)

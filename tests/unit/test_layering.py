@@ -37,6 +37,7 @@ HTTP = (
     "registry.services",
     "registry.errors",
     "registry.settings",
+    "registry.humanize",
     "registry.carton.streams",
     "registry.triton.documents",
     "registry.triton.requests",
@@ -49,6 +50,7 @@ HTTP = (
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "registry": (),
     "registry.errors": (),
+    "registry.humanize": (),
     "registry.settings": ("registry.carton.limits", "registry.carton.streams"),
     "registry.carton": (),
     "registry.triton": (),
@@ -75,6 +77,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.carton",
         "registry.settings",
         "registry.errors",
+        "registry.humanize",
         "registry.blobstore.errors",
         "registry.app",
         "registry.http.server",

@@ -10,6 +10,7 @@ from typing import Any, BinaryIO
 from sqlalchemy.exc import IntegrityError
 
 from registry.carton.config import CartonConfig, parse_carton_toml, validate_references
+from registry.carton.digests import mismatch_message
 from registry.carton.manifest import Manifest
 from registry.carton.paths import CARTON_TOML, TENSOR_INDEX
 from registry.carton.tensor_data import parse_tensor_index
@@ -110,9 +111,7 @@ def _push(
             continue
         layout = received.layouts[source_path]
         if layout.sha256 != entry.sha256:
-            raise ManifestMismatch(
-                f"{entry.path}: content hashes to {layout.sha256}, but MANIFEST says {entry.sha256}"
-            )
+            raise ManifestMismatch(mismatch_message(entry.path, layout.sha256, entry.sha256))
         written[entry.sha256] = layout
 
     # Lease every file before looking at the index: GC then keeps what we find.
