@@ -68,6 +68,8 @@ class Settings:
     max_members: int = _ARCHIVE.max_members
     max_compression_ratio: float = _ARCHIVE.max_compression_ratio
     compression_ratio_min_bytes: int = _ARCHIVE.compression_ratio_min_bytes
+    max_expansion_ratio: float = _ARCHIVE.max_expansion_ratio
+    expansion_min_bytes: int = _ARCHIVE.expansion_min_bytes
     max_carton_toml_bytes: int = _ARCHIVE.max_carton_toml_bytes
     # v2 load and verify bodies are JSON (base64 files) parsed in memory: their own limit.
     max_v2_body_bytes: int = 256 * MiB
@@ -141,6 +143,8 @@ class Settings:
                 values[key] = int(v)
         if (v := get("MAX_COMPRESSION_RATIO")) is not None:
             values["max_compression_ratio"] = float(v)
+        if (v := get("MAX_EXPANSION_RATIO")) is not None:
+            values["max_expansion_ratio"] = float(v)
         if (v := get("LINK_FETCH_TIMEOUT")) is not None:
             values["link_fetch_timeout"] = parse_duration(v)
         if (v := get("LEASE_TIMEOUT")) is not None:

@@ -22,6 +22,10 @@ class ArchiveLimits:
     max_unpacked_bytes: int = 256 * GiB
     max_compression_ratio: float = 1000.0
     compression_ratio_min_bytes: int = 16 * MiB
+    # A whole archive unpacks to at most this many times its own size (past a floor):
+    # many small members under the per-member floor cannot amplify an upload either.
+    max_expansion_ratio: float = 100.0
+    expansion_min_bytes: int = 256 * MiB
     max_carton_toml_bytes: int = MAX_CARTON_TOML_BYTES
     max_manifest_bytes: int = 16 * MiB
     max_links_bytes: int = 16 * MiB

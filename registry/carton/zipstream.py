@@ -97,6 +97,13 @@ class ZipStream:
             raise CartonLimitExceeded(
                 f"archive unpacks to more than the limit of {limits.max_unpacked_bytes} bytes"
             )
+        allowed = max(limits.expansion_min_bytes, limits.max_expansion_ratio * self._in.offset)
+        if self.unpacked > allowed:
+            raise CartonLimitExceeded(
+                f"archive unpacks to more than {limits.max_expansion_ratio:g} times the "
+                f"{self._in.offset} bytes received so far (REGISTRY_MAX_EXPANSION_RATIO; at "
+                f"least {limits.expansion_min_bytes} bytes are always allowed)"
+            )
         if entry.method != STORED and entry.size > limits.compression_ratio_min_bytes:
             # Also while streaming: a member whose header hides its sizes is held to the ratio.
             compressed = max(entry.compressed_size, 1)

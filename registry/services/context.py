@@ -102,6 +102,8 @@ class RegistryContext:
             max_unpacked_bytes=s.max_unpacked_bytes,
             max_compression_ratio=s.max_compression_ratio,
             compression_ratio_min_bytes=s.compression_ratio_min_bytes,
+            max_expansion_ratio=s.max_expansion_ratio,
+            expansion_min_bytes=s.expansion_min_bytes,
             max_carton_toml_bytes=s.max_carton_toml_bytes,
         )
 

@@ -439,3 +439,17 @@ def test_openapi_document_lists_the_api(client):
     paths = response.json()["paths"]
     for path in ("/api/v1/cartons", "/api/v1/blobs/missing", "/api/v1/stats"):
         assert path in paths
+
+
+@pytest.mark.settings(max_expansion_ratio=10.0, expansion_min_bytes=1024 * 1024)
+def test_a_push_may_not_unpack_to_far_more_than_it_uploaded(client, registry_ctx):
+    """Members under the per-member ratio floor still count against the whole upload."""
+    from tests.helpers import make_carton
+
+    body = make_carton({f"model/z{i}.bin": bytes(1024 * 1024) for i in range(6)}, model_name="z")
+    assert len(body) < 200_000
+    response = push(client, body)
+    assert response.status_code == 413, response.text
+    assert "REGISTRY_MAX_EXPANSION_RATIO" in response.json()["error"]
+    assert counts(registry_ctx)["cartons"] == 0
+    assert list(registry_ctx.blobs.iter_packs()) == []

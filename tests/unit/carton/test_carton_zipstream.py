@@ -183,3 +183,14 @@ def test_forged_descriptor_inside_stored_data_is_caught_by_the_directory_check()
     data = write_zip_bytes(carton_files({"model/x": body}), STORED)
     with pytest.raises(CartonFormatError):
         stream_all(data)
+
+
+def test_a_whole_archive_cannot_amplify_its_upload():
+    """Many members each under the per-member floor still count against the upload's size."""
+    files = {f"model/zeros-{i}": bytes(3 * 1024 * 1024) for i in range(8)}  # 24 MiB of zeros
+    data = zipped(files, stdzip.ZIP_DEFLATED)
+    assert len(data) < 200 * 1024
+    limits = ArchiveLimits(max_expansion_ratio=20, expansion_min_bytes=4 * 1024 * 1024)
+    with pytest.raises(CartonLimitExceeded, match="times the"):
+        stream_all(data, limits=limits)
+    stream_all(data, limits=ArchiveLimits(max_expansion_ratio=1000))  # within the ratio
