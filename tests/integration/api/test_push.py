@@ -453,3 +453,41 @@ def test_a_push_may_not_unpack_to_far_more_than_it_uploaded(client, registry_ctx
     assert "REGISTRY_MAX_EXPANSION_RATIO" in response.json()["error"]
     assert counts(registry_ctx)["cartons"] == 0
     assert list(registry_ctx.blobs.iter_packs()) == []
+
+
+def test_push_refuses_what_inspect_refuses(client, registry_ctx, tmp_path):
+    """One tensor_data check: a numeric tensor of the wrong size and a string tensor with the
+    wrong count are refused by push with the same words inspect uses; nothing is indexed."""
+    import numpy as np
+
+    from registry.carton.inspect import inspect_carton
+    from registry.carton.tensor_data import (
+        TensorIndexEntry,
+        encode_numeric,
+        encode_string_tensor,
+        write_tensor_index,
+    )
+    from tests.helpers import make_carton
+
+    index = write_tensor_index(
+        [
+            TensorIndexEntry("a", "int32", (3,), "tensor_0.bin"),
+            TensorIndexEntry("b", "string", (3,), "tensor_1.toml"),
+        ]
+    )
+    files = {
+        "tensor_data/index.toml": index,
+        "tensor_data/tensor_0.bin": encode_numeric(np.array([1, 2], dtype=np.int32)),
+        "tensor_data/tensor_1.toml": encode_string_tensor(["x", "y"]),
+    }
+    body = make_carton(files, model_name="bad-tensors")
+    (tmp_path / "bad.carton").write_bytes(body)
+    problems = inspect_carton(tmp_path / "bad.carton")["problems"]
+    assert any("needs 12 bytes, has 8" in p for p in problems), problems
+    response = push(client, body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert "tensor_data/tensor_0.bin" in error and "needs 12 bytes, has 8" in error
+    assert "tensor_data/tensor_1.toml" in error
+    assert all(p in error for p in problems)
+    assert counts(registry_ctx)["cartons"] == 0
