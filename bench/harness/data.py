@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench.harness import CHUNK, MiB
 
 _POOL: bytes | None = None
@@ -26,6 +28,13 @@ def pool() -> bytes:
     return _POOL
 
 
+def _masked(data: memoryview, key: np.ndarray) -> bytes:
+    """``data`` XOR a repeated 8-byte ``key`` (a tail shorter than 8 bytes stays as it is)."""
+    whole = len(data) // 8 * 8
+    words = np.frombuffer(data[:whole], dtype=np.uint64) ^ key
+    return words.tobytes() + bytes(data[whole:])
+
+
 @dataclass(frozen=True)
 class FileSpec:
     path: str
@@ -37,8 +46,8 @@ class FileSpec:
 class GenReader(io.RawIOBase):
     """A file's bytes, generated 1 MiB at a time; sha256 computed as it is read.
 
-    Every 1 MiB chunk starts with 32 bytes unique to (seed, chunk index), so no two
-    files (or runs) share content. ``compressible`` chunks are 2 KiB random then
+    Every 1 MiB chunk is masked with a key unique to (seed, chunk index), so no two
+    files (or runs) share content, even split at content-defined boundaries. ``compressible`` chunks are 2 KiB random then
     2 KiB of zeros per 4 KiB: zstd level 3 shrinks them about 2:1.
     """
 
@@ -56,20 +65,24 @@ class GenReader(io.RawIOBase):
     def _chunk(self) -> bytes:
         n = min(CHUNK, self.left)
         p = pool()
+        # Every byte is masked with a key unique to (seed, chunk index), so no two files or
+        # runs share content even through content-defined chunking; the pool only saves
+        # generating fresh random bytes (XOR with a tiled 8-byte key runs at memory speed).
+        key = np.frombuffer(
+            hashlib.sha256(f"{self.spec.seed}/{self.k}".encode()).digest()[:8], dtype=np.uint64
+        )
         if self.spec.compressible:
             half = n // 2
-            off = self.rng.randrange(0, POOL_SIZE - half)
-            src = memoryview(p)[off : off + half]
+            off = self.rng.randrange(0, POOL_SIZE - half) & ~7
+            src = _masked(memoryview(p)[off : off + half], key)
             out = bytearray(n)
             step = 2048
             for i in range(0, half, step):  # 256 slice copies per MiB: cheap
                 j = 2 * i
                 out[j : j + step] = src[i : i + step]
         else:
-            off = self.rng.randrange(0, POOL_SIZE - n)
-            out = bytearray(p[off : off + n])
-        tag = hashlib.sha256(f"{self.spec.seed}/{self.k}".encode()).digest()
-        out[: min(32, n)] = tag[: min(32, n)]
+            off = self.rng.randrange(0, POOL_SIZE - n) & ~7
+            out = bytearray(_masked(memoryview(p)[off : off + n], key))
         self.k += 1
         self.left -= n
         return bytes(out)
