@@ -148,7 +148,9 @@ def start_registry(
     log: Path,
     database_url: str | None = None,
     workers: int | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Server:
+    """The registry on 127.0.0.1; ``settings``: extra ``REGISTRY_*`` variables."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
     env.update(
@@ -159,6 +161,7 @@ def start_registry(
     )
     if database_url:
         env["REGISTRY_DATABASE_URL"] = database_url
+    env.update(settings or {})
     cmd = _uvicorn(["--factory", "registry.app:create_app"], port)
     if workers:
         cmd += ["--workers", str(workers)]
