@@ -143,8 +143,35 @@ def _family(b: Bench, s: Section) -> None:
         )
         s.facts["finetune_ratio"] = ratio
         s.facts["finetune_saving"] = saving
+        _layout_cost(b, s, reg, stored_total)
     finally:
         reg.stop()
+
+
+def _layout_cost(b: Bench, s: Section, reg, stored: int) -> None:  # type: ignore[no-untyped-def]
+    """Store objects per GiB stored, and the index's size against the bytes stored."""
+    root = b.work / "chunks-family" / "blobs"
+    objects = [p for d in ("packs", "sha256") for p in (root / d).rglob("*") if p.is_file()]
+    per_gib = len(objects) / (stored / (1024 * MiB))
+    s.rows.append(
+        Row(
+            "family: store objects per GiB stored",
+            f"{per_gib:.0f} ({len(objects)} objects)",
+            target="≤ ~100",
+            met="yes" if per_gib <= 100 else "**no**",
+        )
+    )
+    db = b.work / "chunks-family.db"
+    index_bytes = sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
+    share = index_bytes / stored
+    s.rows.append(
+        Row(
+            "family: the whole index (SQLite file) / bytes stored",
+            f"{share:.2%} ({index_bytes / MiB:.1f} MiB)",
+            target="≤ 1%",
+            met="yes" if share <= 0.01 else "**no**",
+        )
+    )
 
 
 def _pull(b: Bench, s: Section) -> None:
@@ -221,6 +248,16 @@ def measure(b: Bench, s: Section) -> None:
         "Changed bytes are declared by the generator (tests/finetune.py) and checked against "
         "the real bytes by its unit tests. Stored bytes are `stored_bytes` deltas of "
         "GET /api/v1/stats: packs and whole blobs, what the store holds."
+    )
+    s.notes.append(
+        "Chunk size: FastCDC 2020, average 64 KiB, min 32 KiB, max 256 KiB (real mean "
+        "85-87 KiB), NC 1, BLAKE3 names, chosen by bench/chunk_study.py (bench/CHUNK_STUDY.md): "
+        "on the 64/256 MiB families it stores 1.13×/1.09× the changed bytes and saves "
+        "83%/85% against file-level dedup, with an index estimated at 0.2-0.5% of the bytes "
+        "stored; a 16 KiB average stores closer to the changed bytes (a 256 KiB insert costs "
+        "1.2× instead of 2×) but its index reaches 0.9-1.1%, and cutting plus naming costs "
+        "more per byte. FastCDC + BLAKE3 per chunk: 1,840 MiB per CPU-second; with sha256 "
+        "names 1,046."
     )
 
 

@@ -17,28 +17,28 @@ protected, are deleted at once.
 
 from __future__ import annotations
 
-import collections
-import hashlib
+import contextlib
 import io
 import logging
-import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.blobstore.base import PackWriter, new_pack_name
-from registry.blobstore.chunking import Chunker, ChunkParams, chunk_hash
+from registry.blobstore.chunking import ChunkParams
 from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import Blob, Chunk, Pack
 from registry.services.chunkstore.layout import (
     ChunkRef,
-    FileLayout,
     pack_table_entry,
-    segments_of,
 )
 from registry.services.context import RegistryContext
+
+if TYPE_CHECKING:
+    from registry.services.chunkstore.files import FileWriter
 from registry.services.leases import Lease, live_leased, lock_blobs_exclusive, lock_blobs_shared
 
 log = logging.getLogger("registry.chunkstore")
@@ -85,6 +85,8 @@ class PackSession:
         self.chunk_bytes_written = 0
         self.chunks_written = 0
         self._worker: ThreadPoolExecutor | None = None
+        self._committer: ThreadPoolExecutor | None = None
+        self._commits: list[tuple[Future[None], SealedPack]] = []
 
     # -- placing chunks ---------------------------------------------------------------
 
@@ -156,14 +158,36 @@ class PackSession:
         return ref
 
     def _seal(self) -> None:
-        """Publish the open pack's object (its rows come with ``publish``)."""
+        """Publish the open pack's object (its rows come with ``publish``).
+
+        The commit (an fsync and a rename, or completing a multipart upload) runs on
+        its own thread while the next pack fills; ``finish`` waits for all of them.
+        """
         pack, self._open = self._open, None
         if pack is None:
             return
-        pack.writer.commit()
-        self._unpublished.append(
-            SealedPack(pack.writer.name, pack.writer.size, b"".join(pack.table), tuple(pack.chunks))
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="pack-commit")
+        sealed = SealedPack(
+            pack.writer.name, pack.writer.size, b"".join(pack.table), tuple(pack.chunks)
         )
+        self._commits.append((self._committer.submit(pack.writer.commit), sealed))
+
+    def _wait_commits(self) -> None:
+        """Every sealed pack committed (and so publishable); the first failure raises."""
+        commits, self._commits = self._commits, []
+        failure: BaseException | None = None
+        for future, sealed in commits:
+            try:
+                future.result()
+                self._unpublished.append(sealed)
+            except BaseException as exc:  # the writer aborted itself; nothing to publish
+                failure = failure or exc
+        if self._committer is not None:
+            self._committer.shutdown(wait=True)
+            self._committer = None
+        if failure is not None:
+            raise failure
 
     def publish(self, session: Session) -> dict[str, int]:
         """Rows for every sealed pack (in the caller's transaction); name -> id of each pack
@@ -226,6 +250,8 @@ class PackSession:
     # -- lifecycle ----------------------------------------------------------------------
 
     def file_writer(self, *, crc: bool = True) -> FileWriter:
+        from registry.services.chunkstore.files import FileWriter
+
         return FileWriter(self, crc=crc)
 
     def worker(self) -> ThreadPoolExecutor:
@@ -244,6 +270,7 @@ class PackSession:
         self._stop_worker()
         self._write_whole()
         self._seal()
+        self._wait_commits()
 
     def discard(self) -> None:
         """Undo what no row names yet: the open pack and the sealed, unpublished ones.
@@ -251,6 +278,8 @@ class PackSession:
         Whole blobs stay (another push may rely on the same bytes); GC takes them.
         """
         self._stop_worker()
+        with contextlib.suppress(BaseException):
+            self._wait_commits()  # committed packs are then deleted below, like sealed ones
         self._small, self._small_bytes = {}, 0
         pack, self._open = self._open, None
         if pack is not None:
@@ -283,97 +312,3 @@ class PackSession:
             for sha256 in hashes:
                 if sha256 not in claimed:
                     self.ctx.blobs.delete(sha256)
-
-
-class FileWriter:
-    """One file's bytes in, a ``FileLayout`` out (module doc).
-
-    The caller's thread hashes (sha256, and CRC-32 unless the caller knows it);
-    cutting, naming and placing chunks runs on the session's worker thread, fed
-    pieces of about ``HANDOFF_BYTES``: pyfastcdc, BLAKE3 and hashlib release the
-    GIL, so a push keeps two cores busy.
-    """
-
-    def __init__(self, session: PackSession, *, crc: bool = True) -> None:
-        self._session = session
-        self._threshold = session.ctx.settings.chunk_min_file_bytes
-        self._sha = hashlib.sha256()
-        self._crc: int | None = 0 if crc else None
-        self.size = 0
-        self._small: list[bytes] | None = []  # until the file proves larger than the threshold
-        self._chunker: Chunker | None = None
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._inflight: collections.deque[Future[None]] = collections.deque()
-        self._batch: list[tuple[str, bytes]] = []
-        self._batch_bytes = 0
-        self._refs: list[ChunkRef] = []
-        self._new_chunk_bytes = 0
-
-    def write(self, data: bytes) -> None:
-        if not data:
-            return
-        self._sha.update(data)
-        if self._crc is not None:
-            self._crc = zlib.crc32(data, self._crc)
-        self.size += len(data)
-        if self._small is not None:
-            self._small.append(bytes(data))
-            if self.size <= self._threshold:
-                return
-            self._pending, self._small = self._small, None
-            self._pending_bytes = self.size
-            self._chunker = Chunker(self._session.params)
-        else:
-            self._pending.append(bytes(data))
-            self._pending_bytes += len(data)
-        if self._pending_bytes >= HANDOFF_BYTES:
-            self._hand_off()
-
-    def _hand_off(self) -> None:
-        piece = b"".join(self._pending)
-        self._pending, self._pending_bytes = [], 0
-        while len(self._inflight) >= PIECES_IN_FLIGHT:
-            self._inflight.popleft().result()
-        self._inflight.append(self._session.worker().submit(self._cut, piece))
-
-    def _cut(self, piece: bytes) -> None:
-        assert self._chunker is not None
-        self._take(self._chunker.feed(piece))
-
-    def _take(self, chunks: list[bytes]) -> None:
-        for chunk in chunks:
-            self._batch.append((chunk_hash(chunk), chunk))
-            self._batch_bytes += len(chunk)
-        if self._batch_bytes >= LOOKUP_BATCH_BYTES:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._batch:
-            before = self._session.chunk_bytes_written
-            self._refs.extend(self._session.place(self._batch))
-            self._new_chunk_bytes += self._session.chunk_bytes_written - before
-            self._batch, self._batch_bytes = [], 0
-
-    def _finish_cutting(self) -> None:
-        assert self._chunker is not None
-        self._take(self._chunker.finish())
-        self._flush()
-
-    def close(self, crc32: int | None = None) -> FileLayout:
-        """The file's layout; its bytes are staged or placed (published by ``finish``).
-
-        ``crc32``: the file's CRC-32 when the caller computed it (a zip member's).
-        """
-        sha256 = self._sha.hexdigest()
-        crc = crc32 if crc32 is not None else self._crc
-        assert crc is not None, "a FileWriter made with crc=False needs close(crc32=...)"
-        if self._small is not None:
-            self._session.stage_whole(sha256, b"".join(self._small))
-            return FileLayout(sha256, self.size, crc, None)
-        if self._pending:
-            self._hand_off()
-        self._inflight.append(self._session.worker().submit(self._finish_cutting))
-        while self._inflight:
-            self._inflight.popleft().result()
-        return FileLayout(sha256, self.size, crc, segments_of(self._refs), self._new_chunk_bytes)

@@ -1,0 +1,111 @@
+"""One file's bytes into a push's pack session: ``FileWriter`` (see ``writer``)."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import zlib
+from concurrent.futures import Future
+
+from registry.blobstore.chunking import Chunker, chunk_hash
+from registry.services.chunkstore.layout import ChunkRef, FileLayout, segments_of
+from registry.services.chunkstore.writer import (
+    HANDOFF_BYTES,
+    LOOKUP_BATCH_BYTES,
+    PIECES_IN_FLIGHT,
+    PackSession,
+)
+
+
+class FileWriter:
+    """One file's bytes in, a ``FileLayout`` out (module doc).
+
+    The caller's thread hashes (sha256, and CRC-32 unless the caller knows it);
+    cutting, naming and placing chunks runs on the session's worker thread, fed
+    pieces of about ``HANDOFF_BYTES``: pyfastcdc, BLAKE3 and hashlib release the
+    GIL, so a push keeps two cores busy.
+    """
+
+    def __init__(self, session: PackSession, *, crc: bool = True) -> None:
+        self._session = session
+        self._threshold = session.ctx.settings.chunk_min_file_bytes
+        self._sha = hashlib.sha256()
+        self._crc: int | None = 0 if crc else None
+        self.size = 0
+        self._small: list[bytes] | None = []  # until the file proves larger than the threshold
+        self._chunker: Chunker | None = None
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._inflight: collections.deque[Future[None]] = collections.deque()
+        self._batch: list[tuple[str, bytes]] = []
+        self._batch_bytes = 0
+        self._refs: list[ChunkRef] = []
+        self._new_chunk_bytes = 0
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        self._sha.update(data)
+        if self._crc is not None:
+            self._crc = zlib.crc32(data, self._crc)
+        self.size += len(data)
+        if self._small is not None:
+            self._small.append(bytes(data))
+            if self.size <= self._threshold:
+                return
+            self._pending, self._small = self._small, None
+            self._pending_bytes = self.size
+            self._chunker = Chunker(self._session.params)
+        else:
+            self._pending.append(bytes(data))
+            self._pending_bytes += len(data)
+        if self._pending_bytes >= HANDOFF_BYTES:
+            self._hand_off()
+
+    def _hand_off(self) -> None:
+        piece = b"".join(self._pending)
+        self._pending, self._pending_bytes = [], 0
+        while len(self._inflight) >= PIECES_IN_FLIGHT:
+            self._inflight.popleft().result()
+        self._inflight.append(self._session.worker().submit(self._cut, piece))
+
+    def _cut(self, piece: bytes) -> None:
+        assert self._chunker is not None
+        self._take(self._chunker.feed(piece))
+
+    def _take(self, chunks: list[bytes]) -> None:
+        for chunk in chunks:
+            self._batch.append((chunk_hash(chunk), chunk))
+            self._batch_bytes += len(chunk)
+        if self._batch_bytes >= LOOKUP_BATCH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._batch:
+            before = self._session.chunk_bytes_written
+            self._refs.extend(self._session.place(self._batch))
+            self._new_chunk_bytes += self._session.chunk_bytes_written - before
+            self._batch, self._batch_bytes = [], 0
+
+    def _finish_cutting(self) -> None:
+        assert self._chunker is not None
+        self._take(self._chunker.finish())
+        self._flush()
+
+    def close(self, crc32: int | None = None) -> FileLayout:
+        """The file's layout; its bytes are staged or placed (published by ``finish``).
+
+        ``crc32``: the file's CRC-32 when the caller computed it (a zip member's).
+        """
+        sha256 = self._sha.hexdigest()
+        crc = crc32 if crc32 is not None else self._crc
+        assert crc is not None, "a FileWriter made with crc=False needs close(crc32=...)"
+        if self._small is not None:
+            self._session.stage_whole(sha256, b"".join(self._small))
+            return FileLayout(sha256, self.size, crc, None)
+        if self._pending:
+            self._hand_off()
+        self._inflight.append(self._session.worker().submit(self._finish_cutting))
+        while self._inflight:
+            self._inflight.popleft().result()
+        return FileLayout(sha256, self.size, crc, segments_of(self._refs), self._new_chunk_bytes)
