@@ -222,6 +222,18 @@ class LeaseBlob(Base):
     sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
 
 
+class IndexGeneration(Base):
+    """One row whose ``value`` grows in every transaction that removes what a reader may
+    have cached: a version or carton, a blob, a blob found damaged
+    (``registry.services.freshness``)."""
+
+    __tablename__ = "index_generation"
+    __table_args__ = (CheckConstraint("id = 1", name="single_row"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    value: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+
+
 class ApiToken(Base):
     __tablename__ = "api_tokens"
 

@@ -28,6 +28,7 @@ from registry.carton.tensor_data import (
 from registry.db.tables import CartonFile
 from registry.errors import InvalidBody, InvalidSelfTest, NotImplementedYet, SelfTestNotFound
 from registry.services.context import RegistryContext
+from registry.services.reads import blob_bytes
 from registry.services.triton.versions import resolve_version, stored_config
 from registry.triton.compare import compare_output
 from registry.triton.documents import SelfTestReport
@@ -61,7 +62,7 @@ def _carton_reader(
         sha = files.get(path)
         if sha is None:
             raise InvalidSelfTest(f"carton {manifest_sha256} has no file {path!r}")
-        return ctx.blobs.read_bytes(sha)
+        return blob_bytes(ctx, sha)
 
     return read
 
