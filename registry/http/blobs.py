@@ -35,7 +35,7 @@ from registry.http.conditional import (
 from registry.http.streaming import OCTETS, coalesce, empty_response, open_stream
 from registry.services.blob_serving import cached_plan, plan_blob_download
 from registry.services.context import RegistryContext
-from registry.services.reads import cached_blob, read_blob, stored_blob
+from registry.services.stored_blobs import cached_blob, read_blob, stored_blob
 
 VARY = {"Vary": "Accept-Encoding"}
 

@@ -10,7 +10,7 @@ choices that depend on settings, the store and the bytes themselves live here:
 - else a body is compressed with the accepted coding only when the blob is over
   1 KiB and its first 64 KiB compress below 90 % (zlib level 1 as the judge).
 
-``plan_blob_download`` makes the plan from the blob's facts (``registry.services.reads``)
+``plan_blob_download`` makes the plan from the blob's facts (``registry.services.stored_blobs``)
 and whether it is worth compressing, which is kept in ``ctx.caches.facts`` like them:
 once both are known, planning needs no I/O (``cached_plan``), so a hot blob's GET
 starts streaming without a trip to a worker thread.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from registry.services.context import RegistryContext
 from registry.services.freshness import current_generation
-from registry.services.reads import StoredBlob, read_blob
+from registry.services.stored_blobs import StoredBlob, read_blob
 
 COMPRESS_MIN_BYTES = 1024
 SNIFF_BYTES = 64 * 1024

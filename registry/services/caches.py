@@ -27,7 +27,7 @@ from registry.carton.streams import MiB
 if TYPE_CHECKING:
     from registry.services.context import RegistryContext
     from registry.services.export import ExportedCarton
-    from registry.services.reads import StoredBlob
+    from registry.services.stored_blobs import StoredBlob
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

@@ -19,7 +19,7 @@ the layout by (manifest hash, form), with a small carton's whole bytes (slim car
 are small), and the verified bytes of the small blobs it inlines. They stay valid until
 a verb removes something (``registry.services.freshness``): a deleted version's
 carton 404s at once, in every process, and a HEAD or GET of a known carton needs no
-database round trip. Member bytes come from ``registry.services.reads``.
+database round trip. Member bytes come from ``registry.services.stored_blobs``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from registry.blobstore import BlobNotFound
 from registry.carton.links import write_links
 from registry.carton.manifest import parse_manifest
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
@@ -47,7 +48,13 @@ from registry.errors import (
 from registry.services.context import RegistryContext
 from registry.services.freshness import current_generation
 from registry.services.names import require_sha256
-from registry.services.reads import StoredBlob, load_blobs, read_blob, verified_small_blob
+from registry.services.stored_blobs import (
+    StoredBlob,
+    load_blobs,
+    missing_from_store,
+    read_blob,
+    verified_small_blob,
+)
 
 FORMS = ("slim", "full")
 LAYOUT_VERSION = "1"  # bump when the rebuilt bytes change for the same inputs
@@ -120,7 +127,10 @@ def _blob_reader(
         return read_small
 
     def read_range(offset: int, length: int) -> Iterator[bytes]:
-        return read_blob(ctx, blob, offset, offset + length)
+        try:
+            yield from read_blob(ctx, blob, offset, offset + length)
+        except BlobNotFound:
+            raise missing_from_store(blob.sha256) from None
 
     return read_range
 

@@ -25,7 +25,7 @@ from registry.services import cartons, models, references, stats
 from registry.services.caches import BackgroundValue
 from registry.services.context import RegistryContext
 from registry.services.listing import DEFAULT_PAGE, list_models
-from registry.services.reads import blob_bytes
+from registry.services.stored_blobs import blob_bytes
 
 log = logging.getLogger("registry.web")
 

@@ -28,7 +28,7 @@ from registry.carton.tensor_data import (
 from registry.db.tables import CartonFile
 from registry.errors import InvalidBody, InvalidSelfTest, NotImplementedYet, SelfTestNotFound
 from registry.services.context import RegistryContext
-from registry.services.reads import blob_bytes
+from registry.services.stored_blobs import blob_bytes
 from registry.services.triton.versions import resolve_version, stored_config
 from registry.triton.compare import compare_output
 from registry.triton.documents import SelfTestReport

@@ -19,7 +19,7 @@ from registry.services.blob_serving import (
     worth_compressing,
 )
 from registry.services.context import RegistryContext
-from registry.services.reads import StoredBlob, read_blob, stored_blob
+from registry.services.stored_blobs import StoredBlob, read_blob, stored_blob
 from registry.settings import Settings
 
 TEXT = b"the same words again and again, " * 4096  # compressible, over SNIFF_BYTES

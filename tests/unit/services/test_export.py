@@ -8,7 +8,7 @@ from registry.blobstore import BlobNotFound
 from registry.errors import CartonNotFound, InvalidDigest, InvalidParameter
 from registry.services import cartons, deletes
 from registry.services.export import build_carton
-from registry.services.reads import stored_blob
+from registry.services.stored_blobs import stored_blob
 from tests.conftest import fixture_carton
 from tests.helpers import check_full, check_slim, make_carton, sha
 

@@ -103,6 +103,11 @@ def blob_bytes(ctx: RegistryContext, sha256: str, start: int = 0, end: int | Non
     return b"".join(read_blob(ctx, stored_blob(ctx, sha256), start, end))
 
 
+def missing_from_store(sha256: str) -> StorageUnavailable:
+    """The error for an indexed blob whose bytes the store does not have."""
+    return StorageUnavailable(f"blob {sha256} is missing from the store (run fsck)")
+
+
 def verified_small_blob(ctx: RegistryContext, blob: StoredBlob, generation: int) -> bytes:
     """A small blob's bytes, checked against its name, kept in ``ctx.caches.facts``.
 
@@ -116,9 +121,7 @@ def verified_small_blob(ctx: RegistryContext, blob: StoredBlob, generation: int)
     try:
         data = b"".join(read_blob(ctx, blob))
     except BlobNotFound:
-        raise StorageUnavailable(
-            f"blob {blob.sha256} is missing from the store (run fsck)"
-        ) from None
+        raise missing_from_store(blob.sha256) from None
     if hashlib.sha256(data).hexdigest() != blob.sha256:
         raise StorageUnavailable(
             f"blob {blob.sha256} is damaged in the store: its bytes do not hash to its name "
