@@ -11,8 +11,10 @@ directory ``serve`` makes and removes, or the operator's, emptied at start), so
 ``/metrics`` from any worker sums them all. Log records are written by a logging
 thread in each process (``configure_logging``), never on the event loop.
 
-The ASGI server is uvicorn (uvloop, httptools) or, with ``--server granian``,
-Granian: ``bench/``'s server figure measures both on the same app.
+The ASGI server is Granian, or uvicorn (uvloop, httptools) with ``--server uvicorn``:
+``bench/``'s server figure measures both on the same app, and Granian answers the
+small requests of the read path faster (BENCHMARKS.md, section 5b). Granian runs
+every worker as a child process; uvicorn with one worker serves in this process.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ if TYPE_CHECKING:
     from litestar import Litestar
 
 KEEP_ALIVE_SECONDS = 75  # above the 60 s idle timeout of common load balancers
-SERVERS = ("uvicorn", "granian")
+SERVERS = ("granian", "uvicorn")
+DEFAULT_SERVER = "granian"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LOG_LEVEL_ENV = "REGISTRY_SERVE_LOG_LEVEL"
 SERVER_ENV = "REGISTRY_SERVE_SERVER"
@@ -265,7 +268,10 @@ def add_commands(sub: Any) -> None:
         help="worker processes (default: one per core)",
     )
     p.add_argument(
-        "--server", choices=SERVERS, default="uvicorn", help="the ASGI server (default: uvicorn)"
+        "--server",
+        choices=SERVERS,
+        default=DEFAULT_SERVER,
+        help=f"the ASGI server (default: {DEFAULT_SERVER})",
     )
     p.set_defaults(func=cmd_serve)
 
