@@ -1,7 +1,8 @@
 """What a registry keeps in memory between calls; one ``Caches`` per ``RegistryContext``.
 
 - ``facts``: what the read path answers from (``ReadFacts``): stored blobs' sizes,
-  rebuilt-carton layouts and small cartons' bytes, small blobs' verified bytes; all
+  rebuilt-carton layouts and small cartons' bytes, small blobs' verified bytes, valid
+  tokens' scopes; all
   immutable while the shared index generation stays the same
   (``registry.services.freshness`` says how every process learns that it changed);
 - ``totals``: the index totals shown in page headers, reused for a few seconds;
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 from registry.carton.streams import MiB
 
 if TYPE_CHECKING:
+    from registry.services.auth import Grant
     from registry.services.context import RegistryContext
     from registry.services.export import ExportedCarton
     from registry.services.stored_blobs import StoredBlob
@@ -37,6 +39,7 @@ R = TypeVar("R")
 SMALL_BLOBS_MAX_BYTES = 32 * MiB
 LAYOUTS_MAX = 256  # a layout holds sizes and CRCs, and a small carton's bytes (<= 256 KiB)
 STORED_BLOBS_MAX = 65536  # about 200 bytes each
+TOKENS_MAX = 4096
 # How long a process trusts the shared generation it read; a verb that bumps it waits
 # this long after committing (``registry.services.freshness``).
 GENERATION_TRUST_SECONDS = 0.05
@@ -140,6 +143,7 @@ class ReadFacts:
         self.compressible: LruCache[str, bool] = LruCache(STORED_BLOBS_MAX)
         self.cartons: LruCache[tuple[str, str], ExportedCarton] = LruCache(LAYOUTS_MAX)
         self.small_blobs: LruCache[str, bytes] = LruCache(SMALL_BLOBS_MAX_BYTES, weigh=len)
+        self.tokens: LruCache[str, Grant] = LruCache(TOKENS_MAX)
 
     def current(self) -> int | None:
         """The trusted generation, or None when it must be read again (no I/O)."""
@@ -151,7 +155,13 @@ class ReadFacts:
         """``generation`` was read by a query sent at ``read_at``: trust it from then on."""
         with self._lock:
             if generation != self.generation:
-                for cache in (self.blobs, self.compressible, self.cartons, self.small_blobs):
+                for cache in (
+                    self.blobs,
+                    self.compressible,
+                    self.cartons,
+                    self.small_blobs,
+                    self.tokens,
+                ):
                     cache.clear()
                 self.generation = generation
             self.trusted_until = read_at + self.trust_seconds

@@ -15,6 +15,7 @@ import pytest
 from litestar.testing import TestClient
 
 from registry.app import create_app
+from registry.services.auth import create_token, revoke_token
 from registry.services.context import RegistryContext
 from registry.services.fsck import check_integrity
 from registry.services.gc import collect_garbage
@@ -129,3 +130,31 @@ def test_damage_fsck_found_is_never_served_from_memory(client, other, registry_c
     assert r.status_code == 503
     r = other.get(f"/blobs/{sha256(BIG)}")
     assert r.status_code == 503 and "run fsck" in r.json()["error"]
+
+
+@pytest.mark.settings(auth="all")
+def test_a_revoked_token_is_refused_by_another_process_at_once(
+    registry_ctx, other, other_ctx, monkeypatch
+):
+    token, _info = create_token(registry_ctx, "loader", "pull")
+    auth = {"Authorization": f"Bearer {token}"}
+    assert other.get("/api/v1/models", headers=auth).status_code == 200
+    pusher, _info = create_token(registry_ctx, "ci", "push")
+    pushed = other.post(
+        "/api/v1/cartons",
+        content=make_carton({"w/small.txt": SMALL}, model_name="m"),
+        headers={"Authorization": f"Bearer {pusher}"},
+    )
+    carton_url = f"/cartons/{pushed.json()['manifest_sha256']}.carton"
+    assert other.head(carton_url, headers=auth).status_code == 200
+    real_sessions = other_ctx.sessions
+
+    def no_session():
+        raise AssertionError("a database session for a known token and carton")
+
+    monkeypatch.setattr(other_ctx, "sessions", no_session)
+    for _ in range(20):  # the token's scopes and the carton come from memory
+        assert other.head(carton_url, headers=auth).status_code == 200
+    monkeypatch.setattr(other_ctx, "sessions", real_sessions)
+    revoke_token(registry_ctx, "loader")
+    assert other.get("/api/v1/models", headers=auth).status_code == 401
