@@ -57,8 +57,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--server",
-        choices=["granian", "uvicorn"],
-        default="granian",
+        choices=["uvicorn", "granian"],
+        default="uvicorn",
         help="the registry's ASGI server (`serve --server`) for every figure but `servers`",
     )
     ap.add_argument("--wrk-seconds", type=int, default=10)

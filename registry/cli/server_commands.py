@@ -11,10 +11,11 @@ directory ``serve`` makes and removes, or the operator's, emptied at start), so
 ``/metrics`` from any worker sums them all. Log records are written by a logging
 thread in each process (``configure_logging``), never on the event loop.
 
-The ASGI server is Granian, or uvicorn (uvloop, httptools) with ``--server uvicorn``:
-``bench/``'s server figure measures both on the same app, and Granian answers the
-small requests of the read path faster (BENCHMARKS.md, section 5b). Granian runs
-every worker as a child process; uvicorn with one worker serves in this process.
+The ASGI server is uvicorn (uvloop, httptools), or Granian with ``--server granian``
+(``pip install 'carton-registry[granian]'``). ``bench/``'s server figure measures
+both on the same app (BENCHMARKS.md, section 5b): they tie on the read path's small
+requests, and uvicorn streams a full carton faster, so it is the default. uvicorn
+with one worker serves in this process; Granian runs every worker as a child.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import importlib.util
 import ipaddress
 import logging
 import logging.handlers
@@ -41,8 +43,8 @@ if TYPE_CHECKING:
     from litestar import Litestar
 
 KEEP_ALIVE_SECONDS = 75  # above the 60 s idle timeout of common load balancers
-SERVERS = ("granian", "uvicorn")
-DEFAULT_SERVER = "granian"
+SERVERS = ("uvicorn", "granian")
+DEFAULT_SERVER = "uvicorn"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LOG_LEVEL_ENV = "REGISTRY_SERVE_LOG_LEVEL"
 SERVER_ENV = "REGISTRY_SERVE_SERVER"
@@ -158,7 +160,7 @@ def _run_uvicorn(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _run_granian(args: argparse.Namespace) -> None:
-    from granian.constants import Interfaces, Loops
+    from granian.constants import Interfaces, Loops  # checked by cmd_serve
     from granian.http import HTTP1Settings
     from granian.server import Server
 
@@ -187,6 +189,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return fail(f"bad settings: {exc}", 2)
     if args.workers < 1:
         return fail("--workers must be at least 1", 2)
+    if args.server == "granian" and importlib.util.find_spec("granian") is None:
+        return fail("--server granian needs Granian: pip install 'carton-registry[granian]'", 2)
     if not is_loopback(args.host) and settings.auth == "off" and not settings.allow_insecure_bind:
         return fail(
             f"refusing to listen on {args.host} with REGISTRY_AUTH=off: anyone who can "

@@ -27,7 +27,7 @@ def test_serve_refuses_public_bind_without_auth(monkeypatch, tmp_path, capsys):
     import uvicorn
 
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append((a, k)))
-    assert main(["serve", "--host", "0.0.0.0", "--port", "8999", "--server", "uvicorn"]) == 2
+    assert main(["serve", "--host", "0.0.0.0", "--port", "8999"]) == 2
     err = capsys.readouterr().err
     assert "REGISTRY_AUTH" in err and "REGISTRY_ALLOW_INSECURE_BIND" in err
     assert started == []
@@ -41,7 +41,7 @@ def test_serve_public_bind_allowed_with_auth_or_override(monkeypatch, tmp_path):
 
     monkeypatch.setattr(uvicorn, "run", lambda app, **k: calls.append(k))
     monkeypatch.setenv("REGISTRY_ALLOW_INSECURE_BIND", "true")
-    assert main(["serve", "--host", "0.0.0.0", "--port", "8999", "--server", "uvicorn"]) == 0
+    assert main(["serve", "--host", "0.0.0.0", "--port", "8999"]) == 0
     assert calls[-1]["host"] == "0.0.0.0" and calls[-1]["port"] == 8999
     assert calls[-1]["proxy_headers"] is True
     # migrated on start (REGISTRY_MIGRATE_ON_START defaults to true)
@@ -65,7 +65,7 @@ def test_serve_loopback_defaults_public_url(monkeypatch, tmp_path):
 
     monkeypatch.setattr(registry.app, "create_app", spy)
     monkeypatch.setattr(uvicorn, "run", lambda app, **k: None)
-    assert main(["serve", "--port", "8123", "--workers", "1", "--server", "uvicorn"]) == 0
+    assert main(["serve", "--port", "8123", "--workers", "1"]) == 0
     assert seen["settings"].public_url == "http://127.0.0.1:8123"
 
 
@@ -83,7 +83,7 @@ def test_serve_workers_get_the_public_url_and_one_migration(monkeypatch, tmp_pat
         calls.append((app, kwargs, {k: os.environ.get(k) for k in WORKER_ENV}))
 
     monkeypatch.setattr(uvicorn, "run", run)
-    assert main(["serve", "--port", "8124", "--workers", "3", "--server", "uvicorn"]) == 0
+    assert main(["serve", "--port", "8124", "--workers", "3"]) == 0
     app, kwargs, env = calls[-1]
     assert app == "registry.cli.server_commands:worker_app" and kwargs["factory"] is True
     assert kwargs["workers"] == 3 and kwargs["proxy_headers"] is True
@@ -96,7 +96,7 @@ def test_serve_workers_get_the_public_url_and_one_migration(monkeypatch, tmp_pat
     assert all(os.environ.get(k) is None for k in WORKER_ENV)
 
 
-def test_serve_runs_granian_workers_by_default(monkeypatch, tmp_path):
+def test_serve_runs_granian_workers_when_asked(monkeypatch, tmp_path):
     _clean_env(monkeypatch, tmp_path)
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
     import os
@@ -114,7 +114,7 @@ def test_serve_runs_granian_workers_by_default(monkeypatch, tmp_path):
             pass
 
     monkeypatch.setattr(granian.server, "Server", FakeServer)
-    assert main(["serve", "--port", "8125", "--workers", "2"]) == 0
+    assert main(["serve", "--port", "8125", "--workers", "2", "--server", "granian"]) == 0
     target, options, env = started[-1]
     assert target == "registry.cli.server_commands:worker_app" and options["factory"] is True
     assert options["workers"] == 2 and options["port"] == 8125

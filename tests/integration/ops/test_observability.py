@@ -169,15 +169,15 @@ def test_serve_refuses_auth_off_on_public_address(monkeypatch, tmp_path, capsys)
     started: list[dict] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append(kw))
 
-    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "18080", "--server", "uvicorn"]) != 0
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "18080"]) != 0
     assert "REGISTRY_AUTH" in capsys.readouterr().err
     assert started == []
 
     monkeypatch.setenv("REGISTRY_AUTH", "write")
-    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "18080", "--server", "uvicorn"]) == 0
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "18080"]) == 0
     assert started and started[-1]["host"] == "0.0.0.0"
 
     monkeypatch.setenv("REGISTRY_AUTH", "off")
     monkeypatch.setenv("REGISTRY_ALLOW_INSECURE_BIND", "true")
-    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "18080", "--server", "uvicorn"]) == 0
-    assert cli.main(["serve", "--host", "127.0.0.1", "--port", "18080", "--server", "uvicorn"]) == 0
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "18080"]) == 0
+    assert cli.main(["serve", "--host", "127.0.0.1", "--port", "18080"]) == 0
