@@ -172,7 +172,7 @@ def _run_granian(args: argparse.Namespace) -> None:
         interface=Interfaces.ASGI,
         workers=args.workers,
         loop=Loops.uvloop,
-        http1_settings=HTTP1Settings(header_read_timeout=60_000),
+        http1_settings=HTTP1Settings(header_read_timeout=60_000),  # the most Granian allows
         log_enabled=False,  # the registry.access JSON lines replace Granian's
         respawn_failed_workers=True,
     ).serve()
