@@ -2,7 +2,7 @@
 
 Run through ``bench/run`` (installs what it needs, then calls this). It builds its
 own data under ``bench/out/`` (git-ignored), starts the registry (uvicorn
-subprocess) and the peer (Debian's docker-registry, distribution 2.8) on
+serve``) and the peer (Debian's docker-registry, distribution 2.8) on
 127.0.0.1, measures, writes BENCHMARKS.md and removes its data.
 
 A figure whose endpoint or command does not exist yet is reported as
@@ -24,7 +24,7 @@ from typing import Any
 from bench.figures import FIGURES, run_order
 from bench.harness import REPO
 from bench.harness.data import pool
-from bench.harness.machine import machine_info
+from bench.harness.machine import load_average, machine_info
 from bench.harness.session import Bench
 from bench.report.markdown import merged_facts, render
 from bench.report.table import Section
@@ -53,7 +53,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--workdir", default=None, help="data directory (default bench/out/run-<time>)")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
     ap.add_argument(
-        "--budget", type=float, default=1080.0, help="seconds before remaining figures are skipped"
+        "--budget", type=float, default=1500.0, help="seconds before remaining figures are skipped"
+    )
+    ap.add_argument(
+        "--server",
+        choices=["uvicorn", "granian"],
+        default="uvicorn",
+        help="the registry's ASGI server (`serve --server`) for every figure but `servers`",
     )
     ap.add_argument("--wrk-seconds", type=int, default=10)
     ap.add_argument(
@@ -105,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = 130
     finally:
         try:
+            info["load average at end"] = load_average()
             ordered = [sections[f.key] for f in FIGURES if f.key in sections]
             page = render(
                 ordered,

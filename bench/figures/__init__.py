@@ -16,9 +16,11 @@ from bench.figures.limits import LIMITS
 from bench.figures.listing import LISTING
 from bench.figures.load import LOAD
 from bench.figures.memory import MEMORY
+from bench.figures.overhead import OVERHEAD
 from bench.figures.profile import PROFILE
 from bench.figures.pull import PULL
 from bench.figures.push import PUSH
+from bench.figures.servers import SERVERS_FIGURE
 
 FIGURES: list[Figure] = [
     LIMITS,
@@ -29,6 +31,8 @@ FIGURES: list[Figure] = [
     PULL,
     CHUNKS,
     LOAD,
+    OVERHEAD,
+    SERVERS_FIGURE,
     MEMORY,
     LISTING,
 ]

@@ -1,97 +1,181 @@
-"""Figure 5: slim carton GET and HEAD under load; each tool's own `/healthz` run is the reference.
+"""Figure 5: the loader's small requests under load: slim GET, HEAD of a carton and of a blob.
 
-GET runs under wrk; HEAD under hey, because Debian's wrk 4.1 stalls waiting for
-a HEAD response's body. With ``--workers2`` the same set runs again on a
-registry with two worker processes.
+References, measured in the same run with the same client: each tool's own
+`/healthz` run on the registry, and the peer's `HEAD /v2/<name>/blobs/<digest>`
+(hey). GET runs under wrk and hey; HEAD under hey only, because Debian's wrk 4.1
+stalls waiting for a HEAD response's body. With ``--workers2`` the same set runs
+again on `serve --workers 2`, and each figure's scaling over one worker is a row.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
+from dataclasses import dataclass
 
 from bench.figures.figure import Figure
-from bench.harness.clients import unavailable
+from bench.harness.clients import peer_blob_url, push_peer, unavailable
 from bench.harness.load import CONNECTIONS, LoadResult, run_load
 from bench.harness.session import Bench, Scale
 from bench.harness.stats import Sample, med
 from bench.report.table import Row, Section, fmt, value_row, verdict
 
 HEALTHZ = "`GET /healthz`"
+PEER_HEAD = "peer `HEAD /v2/<name>/blobs/<digest>`"
+HEALTHZ_TARGET = 0.5
+PEER_TARGET = 1.5
+SCALING_TARGET = 1.6
+P99_TARGET_MS = 20
 
 
-def _targets(url: str, msha: str, blob_sha: str) -> list[tuple[str, str, str, str]]:
-    """(label, tool, method, url); the healthz row of each tool is that tool's reference."""
+@dataclass(frozen=True)
+class Target:
+    """One load run's request; ``base`` None means the registry under test."""
+
+    label: str
+    tool: str
+    method: str
+    path: str
+    what: str  # healthz, carton, blob or peer: the facts' key
+    base: str | None = None
+
+
+def _targets(msha: str, blob_sha: str) -> list[Target]:
+    carton = f"/cartons/{msha}.carton"
+    slim, blob = "`GET /cartons/{sha}.carton` (slim)", "`HEAD /blobs/{sha}` (128 MiB blob)"
     return [
-        (HEALTHZ, "wrk", "GET", f"{url}/healthz"),
-        ("`GET /cartons/{sha}.carton` (slim)", "wrk", "GET", f"{url}/cartons/{msha}.carton"),
-        (HEALTHZ, "hey", "GET", f"{url}/healthz"),
-        ("`HEAD /cartons/{sha}.carton`", "hey", "HEAD", f"{url}/cartons/{msha}.carton"),
-        ("`HEAD /blobs/{sha}` (128 MiB blob)", "hey", "HEAD", f"{url}/blobs/{blob_sha}"),
+        Target(HEALTHZ, "wrk", "GET", "/healthz", "healthz"),
+        Target(slim, "wrk", "GET", carton, "carton"),
+        Target(HEALTHZ, "hey", "GET", "/healthz", "healthz"),
+        Target(slim, "hey", "GET", carton, "carton"),
+        Target("`HEAD /cartons/{sha}.carton`", "hey", "HEAD", carton, "carton"),
+        Target(blob, "hey", "HEAD", f"/blobs/{blob_sha}", "blob"),
     ]
 
 
-def _run_set(b: Bench, s: Section, url: str, runs: int, label: str) -> None:
-    """Every target ``runs`` times against the registry at ``url``; rows labelled ``label``."""
-    assert b.pushed is not None
-    blob_sha = next(h for p, h in b.pushed.carton.file_sha.items() if "shard-00" in p)
-    targets = _targets(url, b.pushed.manifest, blob_sha)
-    seconds = b.scale.wrk_seconds
+def _peer_head(b: Bench, peer_url: str) -> Target:
+    """HEAD of a 1 MiB blob pushed to the peer (HEAD does not read it)."""
+    path = b.work / "peer-head-blob.bin"
+    path.write_bytes(os.urandom(1 << 20))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    push_peer(b.client, peer_url, path, digest)
+    path.unlink()
+    blob_url = peer_blob_url(peer_url, digest)
+    return Target(PEER_HEAD, "hey", "HEAD", blob_url.removeprefix(peer_url), "peer", peer_url)
+
+
+def _measure_set(
+    b: Bench, s: Section, targets: list[Target], registry: str, runs: int, label: str
+) -> dict[Target, list[LoadResult]]:
+    """Every target ``runs`` times, interleaved (a run of each, then the next run)."""
+    urls = {t: (t.base or registry) + t.path for t in targets}
     avail = {
-        u: None if "healthz" in u else unavailable(b.client, method, u)
-        for _name, _tool, method, u in targets
+        t: None if t.what == "healthz" else unavailable(b.client, t.method, urls[t])
+        for t in targets
     }
-    res: dict[tuple[str, str], list[LoadResult]] = {}
+    for t in targets:
+        if avail[t] is not None:
+            s.rows.append(Row(f"{label}: {t.label}", f"not available: {avail[t]}"))
+    res: dict[Target, list[LoadResult]] = {t: [] for t in targets if avail[t] is None}
+    seconds = b.scale.wrk_seconds
     for _i in range(runs):
-        for name, tool, method, u in targets:
-            if avail[u] is not None:
-                continue
+        for t in res:
             if b.left() < seconds + 30:
                 s.notes.append(f"{label}: stopped early: time budget")
-                break
-            r = run_load(tool, u, seconds, method, b.work)
-            res.setdefault((name, tool), []).append(r)
+                return res
+            r = run_load(t.tool, urls[t], seconds, t.method, b.work)
+            res[t].append(r)
             b.log(
-                f"{label} {tool} {method} {name}: {r.rps:.0f} req/s p50 {r.p50:.1f} ms p99 {r.p99:.1f} ms non2xx {r.non2xx}"
+                f"{label} {t.tool} {t.method} {t.label}: {r.rps:.0f} req/s p50 {r.p50:.1f} ms "
+                f"p99 {r.p99:.1f} ms non2xx {r.non2xx}"
             )
-    for name, tool, method, u in targets:
-        if avail[u] is not None:
-            s.rows.append(Row(f"{label}: {name}", f"not available: {avail[u]}"))
-            continue
-        rs = res.get((name, tool), [])
+    return res
+
+
+def _ratios(rs: list[LoadResult], refs: list[LoadResult]) -> Sample:
+    """Requests/s per run, with the ratio to the reference's run of the same index."""
+    out = Sample()
+    for j, r in enumerate(rs):
+        out.add(r.rps, ratio=r.rps / refs[j].rps if j < len(refs) else None)
+    return out
+
+
+def _latency(row: Row, rs: list[LoadResult], check: bool) -> tuple[float, float]:
+    p50, p99 = med([r.p50 for r in rs]), med([r.p99 for r in rs])
+    row.value += f"; p50 {fmt(p50)} ms, p99 {fmt(p99)} ms"
+    bad = sum(r.non2xx for r in rs)
+    if bad:
+        row.value += f" ({bad} non-2xx)"
+    if check:
+        row.target += f"; p99 < {P99_TARGET_MS} ms"
+        row.met += f"; p99 {verdict(p99 < P99_TARGET_MS)}"
+    return p50, p99
+
+
+def _report_set(
+    s: Section,
+    res: dict[Target, list[LoadResult]],
+    label: str,
+    workers: str,
+    peer: list[LoadResult] | None,
+) -> None:
+    """Rows of one set: each target against its tool's `/healthz` and against the peer's HEAD."""
+    healthz = {t.tool: rs for t, rs in res.items() if t.what == "healthz"}
+    for t, rs in res.items():
         if not rs:
             continue
-        is_ref = "healthz" in u
-        ref = res.get((HEALTHZ, tool), [])
-        rps = Sample()
-        for j, r in enumerate(rs):
-            base = ref[j].rps if j < len(ref) else float("nan")
-            rps.add(r.rps, ratio=None if is_ref else r.rps / base)
-        p50 = med([r.p50 for r in rs])
-        p99 = med([r.p99 for r in rs])
-        bad = sum(r.non2xx for r in rs)
+        is_ref = t.what == "healthz"
+        sample = _ratios(rs, [] if is_ref else healthz.get(t.tool, []))
         row = value_row(
-            f"{label}: {name} ({tool})",
-            rps,
+            f"{label}: {t.label} ({t.tool})",
+            sample,
             "req/s",
-            "" if is_ref else f"`/healthz` ({tool})",
-            "" if is_ref else "≥ 0.3×",
-            None if is_ref else (lambda q: q >= 0.3),
+            "" if is_ref else f"`/healthz` ({t.tool})",
+            "" if is_ref else f"≥ {HEALTHZ_TARGET}×",
+            None if is_ref else (lambda q: q >= HEALTHZ_TARGET),
         )
-        row.value += f"; p50 {fmt(p50)} ms, p99 {fmt(p99)} ms"
-        if not is_ref:
-            row.target += "; p99 < 20 ms"
-            row.met += f"; p99 {verdict(p99 < 20)}"
-        if bad:
-            row.value += f" ({bad} non-2xx)"
+        p50, p99 = _latency(row, rs, check=not is_ref)
         s.rows.append(row)
-        workers = "w2" if "workers" in label else "w1"
-        what = "healthz" if is_ref else ("carton" if "cartons" in u else "blob")
-        s.facts[f"load_{workers}_{tool}_{method}_{what}"] = {
-            "rps": med(rps.values),
-            "ratio": med(rps.ratios) if rps.ratios else None,
-            "p50": p50,
-            "p99": p99,
-        }
+        fact = {"rps": med(sample.values), "p50": p50, "p99": p99}
+        if sample.ratios:
+            fact["ratio"] = med(sample.ratios)
+        if peer and t.tool == "hey" and not is_ref:
+            vs_peer = _ratios(rs, peer)
+            s.rows.append(
+                value_row(
+                    f"{label}: {t.label} ({t.tool})",
+                    vs_peer,
+                    "req/s",
+                    "peer HEAD (hey)",
+                    f"≥ {PEER_TARGET}×",
+                    lambda q: q >= PEER_TARGET,
+                )
+            )
+            fact["peer_ratio"] = med(vs_peer.ratios)
+        s.facts[f"load_{workers}_{t.tool}_{t.method}_{t.what}"] = fact
+
+
+def _report_scaling(
+    s: Section, one: dict[Target, list[LoadResult]], two: dict[Target, list[LoadResult]]
+) -> None:
+    """Each figure with two workers over the same figure with one (run by run)."""
+    for t, rs in two.items():
+        if not rs or not one.get(t):
+            continue
+        is_ref = t.what == "healthz"
+        sample = _ratios(rs, one[t])
+        s.rows.append(
+            value_row(
+                f"`--workers 2`: {t.label} ({t.tool})",
+                sample,
+                "req/s",
+                "1 worker",
+                "" if is_ref else f"≥ {SCALING_TARGET}×",
+                None if is_ref else (lambda q: q >= SCALING_TARGET),
+            )
+        )
+        s.facts[f"load_scaling_{t.tool}_{t.method}_{t.what}"] = med(sample.ratios)
 
 
 def measure(b: Bench, s: Section) -> None:
@@ -101,22 +185,36 @@ def measure(b: Bench, s: Section) -> None:
     if not shutil.which("wrk") or not shutil.which("hey"):
         s.na("wrk or hey not installed")
         return
-    reg, _peer = b.ensure_servers()
-    _run_set(b, s, reg.url, b.scale.runs, "default (1 worker)")
-    if b.args.workers2 and b.left() > 5 * (b.scale.wrk_seconds + 10) + 60:
+    reg, peer = b.ensure_servers()
+    blob_sha = next(h for p, h in b.pushed.carton.file_sha.items() if "shard-00" in p)
+    peer_target = _peer_head(b, peer.url)
+    targets = _targets(b.pushed.manifest, blob_sha)
+    one = _measure_set(b, s, [*targets, peer_target], reg.url, b.scale.runs, "1 worker")
+    peer_runs = one.pop(peer_target, [])
+    if peer_runs:
+        row = value_row(f"{PEER_HEAD} (hey)", Sample([r.rps for r in peer_runs]), "req/s")
+        _p50, p99 = _latency(row, peer_runs, check=False)
+        s.rows.append(row)
+        s.facts["load_peer_hey_HEAD"] = {"rps": med([r.rps for r in peer_runs]), "p99": p99}
+    _report_set(s, one, "1 worker", "w1", peer_runs)
+    if b.args.workers2 and b.left() > b.scale.runs * len(targets) * (b.scale.wrk_seconds + 5) + 60:
         reg.stop()
         b.reg = None
         w2 = b.start_registry(workers=2, label="registry-workers2")
         try:
-            _run_set(b, s, w2.url, 1, "`--workers 2`")
+            two = _measure_set(b, s, targets, w2.url, b.scale.runs, "`--workers 2`")
         finally:
             w2.stop()
+        _report_set(s, two, "`--workers 2`", "w2", None)
+        _report_scaling(s, one, two)
     s.notes.append(
-        f"GET under `wrk -t2 -c{CONNECTIONS} --latency`; HEAD under `hey -c {CONNECTIONS} -m HEAD` "
-        "because Debian's wrk 4.1 waits for a body after a HEAD response that carries "
-        "Content-Length and stalls (0 requests completed, verified against the peer). Each "
-        "tool's own `/healthz` run is the reference for its rows. The server is uvicorn's "
-        "default: one worker process, asyncio loop, h11 (no httptools/uvloop installed)."
+        f"`carton-registry serve --workers 1` (then `--workers 2`), {b.args.server}, access log "
+        f"on. GET under `wrk -t2 -c{CONNECTIONS} --latency` and `hey -c {CONNECTIONS}`; HEAD "
+        f"under `hey -c {CONNECTIONS} -m HEAD` only, because Debian's wrk 4.1 waits for a body "
+        "after a HEAD response that carries Content-Length and stalls. Each tool's own "
+        "`/healthz` run is the reference for its rows; the peer's HEAD of a blob runs under "
+        "hey in the same interleaved loop. The load generator shares the 2 cores with the "
+        "server, and the machine with other work (load average in the machine table)."
     )
 
 

@@ -19,7 +19,7 @@ from bench.harness.clients import (
 )
 from bench.harness.data import equal_layout
 from bench.harness.rates import sha256_file_rate
-from bench.harness.servers import Server, proc_status
+from bench.harness.servers import Server, tree_status
 from bench.harness.session import Bench, Scale
 from bench.report.table import Row, Section, verdict
 
@@ -28,10 +28,11 @@ LIMIT = 200 * MiB
 
 
 def _peak_rss(server: Server, transfer: Callable[[Server], T]) -> tuple[T, int]:
-    """(``transfer``'s result, the server's VmHWM after it); the server is stopped after."""
+    """(``transfer``'s result, the server's VmHWM after it: its largest process, workers
+    included); the server is stopped after."""
     try:
         result = transfer(server)
-        return result, proc_status(server.pid, "VmHWM") or 0
+        return result, tree_status(server.pid, "VmHWM") or 0
     finally:
         server.stop()
 
@@ -64,7 +65,7 @@ def measure(b: Bench, s: Section) -> None:
     _, hex_ = sha256_file_rate(c.path)
     try:
         reg = b.start_registry(label="registry-mem-push")
-        idle = proc_status(reg.pid, "VmRSS") or 0
+        idle = tree_status(reg.pid, "VmRSS") or 0
         (t, resp), hwm_push = _peak_rss(reg, lambda r: push_registry(b.client, r.url, c.path))
 
         def pull(r: Server) -> str | None:

@@ -27,6 +27,12 @@ def _package(name: str) -> str:
         return "not installed"
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages and the number of CPUs, for the report."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f}, {five:.1f}, {fifteen:.1f} on {os.cpu_count()} CPUs"
+
+
 def machine_info() -> dict[str, str]:
     cpu = "unknown"
     flags = ""
@@ -50,8 +56,10 @@ def machine_info() -> dict[str, str]:
         "python": sys.version.split()[0],
         "server": (
             f"uvicorn {_package('uvicorn')} (httptools {_package('httptools')}, "
-            f"uvloop {_package('uvloop')}), litestar {_package('litestar')}"
+            f"uvloop {_package('uvloop')}), granian {_package('granian')}, "
+            f"litestar {_package('litestar')}"
         ),
+        "load average at start": load_average(),
         "peer": _version(["docker-registry", "--version"]),
         "wrk": _version(["wrk", "--version"]).split(" Copyright")[0],
         "curl": _version(["curl", "--version"]).split(" (")[0],

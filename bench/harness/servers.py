@@ -81,6 +81,19 @@ def proc_status(pid: int, key: str) -> int | None:
     return int(m.group(1)) * 1024 if m else None
 
 
+def tree_status(pid: int, key: str) -> int | None:
+    """The largest ``key`` (e.g. VmHWM) of ``pid`` and its descendants: a server's workers."""
+    values = [proc_status(pid, key)]
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            kids = [int(c) for c in children.read_text().split()]
+        except OSError:
+            continue
+        values += [tree_status(kid, key) for kid in kids]
+    found = [v for v in values if v is not None]
+    return max(found) if found else None
+
+
 def wait_http(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     last = ""
@@ -147,12 +160,14 @@ def start_registry(
     data_dir: Path,
     log: Path,
     database_url: str | None = None,
-    workers: int | None = None,
+    workers: int = 1,
+    server: str = "uvicorn",
     settings: dict[str, str] | None = None,
 ) -> Server:
-    """The registry on 127.0.0.1; ``settings``: extra ``REGISTRY_*`` variables."""
+    """``carton-registry serve``, as an operator runs it (access log on, into ``log``);
+    ``settings``: extra ``REGISTRY_*`` variables."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "PROMETHEUS_"))}
     env.update(
         REGISTRY_DATA_DIR=str(data_dir),
         REGISTRY_PUBLIC_URL=f"http://127.0.0.1:{port}",
@@ -162,9 +177,8 @@ def start_registry(
     if database_url:
         env["REGISTRY_DATABASE_URL"] = database_url
     env.update(settings or {})
-    cmd = _uvicorn(["--factory", "registry.app:create_app"], port)
-    if workers:
-        cmd += ["--workers", str(workers)]
+    cmd = [PY, "-m", "registry.cli", "serve", "--port", str(port)]
+    cmd += ["--workers", str(workers), "--server", server]
     return _serve("registry", cmd, port, env, log, "/healthz", 60)
 
 

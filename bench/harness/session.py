@@ -124,10 +124,11 @@ class Bench:
 
     def start_registry(
         self,
-        workers: int | None = None,
+        workers: int = 1,
         label: str = "registry",
         data_dir: Path | None = None,
         database_url: str | None = None,
+        server: str | None = None,
         settings: dict[str, str] | None = None,
     ) -> Server:
         """A registry on the run's data dir and database, unless given others."""
@@ -136,6 +137,7 @@ class Bench:
             self.logs / f"{label}.log",
             database_url=database_url or self.db_url(),
             workers=workers,
+            server=server or self.args.server,
             settings=settings,
         )
 

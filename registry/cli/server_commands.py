@@ -1,20 +1,53 @@
 """Server commands: ``serve`` (refusing an open bind without auth) and ``db upgrade``.
 
-Both read ``REGISTRY_*`` settings; uvicorn, the app and the migrations are
+Both read ``REGISTRY_*`` settings; the ASGI server, the app and the migrations are
 imported only when the command runs, so client commands start fast.
+
+``serve --workers N`` (default: one per core) runs N processes on one socket. The
+database is migrated once, before they start; each worker builds the app from the
+environment (``worker_app``), where ``serve`` put the public URL. With several
+workers, Prometheus metrics go through ``PROMETHEUS_MULTIPROC_DIR`` (a fresh
+directory ``serve`` makes and removes, or the operator's, emptied at start), so
+``/metrics`` from any worker sums them all. Log records are written by a logging
+thread in each process (``configure_logging``), never on the event loop.
+
+The ASGI server is uvicorn (uvloop, httptools), or Granian with ``--server granian``
+(``pip install 'carton-registry[granian]'``). ``bench/``'s server figure measures
+both on the same app (BENCHMARKS.md, section 5b): they tie on the read path's small
+requests, and uvicorn streams a full carton faster, so it is the default. uvicorn
+with one worker serves in this process; Granian runs every worker as a child.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import importlib.util
 import ipaddress
 import logging
+import logging.handlers
 import os
+import queue
+import shutil
 import sys
-from typing import Any
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from registry.cli.output import err, fail
 from registry.settings import DEFAULT_PORT, Settings, redact_url
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+
+SERVERS = ("uvicorn", "granian")
+DEFAULT_SERVER = "uvicorn"
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+LOG_LEVEL_ENV = "REGISTRY_SERVE_LOG_LEVEL"
+SERVER_ENV = "REGISTRY_SERVE_SERVER"
+WORKER_APP = "registry.cli.server_commands:worker_app"
 
 
 def is_loopback(host: str) -> bool:
@@ -26,6 +59,127 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def default_workers() -> int:
+    """One worker per core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class _HandOffHandler(logging.handlers.QueueHandler):
+    """Queues records as they are: the logging thread formats them (JSON access lines too)."""
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        return record
+
+
+def configure_logging(level: str = "info") -> None:
+    """One line per record on stderr, written by a background thread of this process.
+
+    Like ``logging.basicConfig``, nothing changes when the root logger has handlers
+    already (an embedding program's, or pytest's).
+    """
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    listener = logging.handlers.QueueListener(records, handler)
+    listener.start()
+    atexit.register(listener.stop)
+    root.addHandler(_HandOffHandler(records))
+    root.setLevel(logging.INFO if level in ("info", "debug", "trace") else level.upper())
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def worker_app() -> Any:
+    """The app one worker process serves, from the environment ``serve`` prepared."""
+    from registry.app import create_app
+
+    configure_logging(os.environ.get(LOG_LEVEL_ENV, "info"))
+    app: Litestar = create_app()
+    if os.environ.get(SERVER_ENV) == "granian":  # uvicorn applies them itself
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+        return ProxyHeadersMiddleware(app, trusted_hosts="127.0.0.1")
+    return app
+
+
+def _multiproc_dir() -> str:
+    """A directory for the workers' metric files: the operator's (emptied), or a fresh one
+    removed at exit."""
+    given = os.environ.get(MULTIPROC_ENV)
+    if given:
+        path = Path(given)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):  # a previous run's counts would be added to ours
+            stale.unlink()
+        return given
+    made = tempfile.mkdtemp(prefix="carton-registry-metrics-")
+    atexit.register(shutil.rmtree, made, ignore_errors=True)
+    return made
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` (which worker processes inherit) while serving."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _run_uvicorn(args: argparse.Namespace, settings: Settings) -> None:
+    import uvicorn
+
+    from registry.http.server import server_options
+
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "proxy_headers": True,
+        "log_level": args.log_level,
+        "access_log": False,  # the registry.access JSON lines replace uvicorn's
+        "log_config": None,
+        # keep-alive and header timeouts; workers read theirs from REGISTRY_* themselves
+        **server_options(settings, in_process=args.workers == 1),
+    }
+    if args.workers == 1:
+        from registry.app import create_app
+
+        configure_logging(args.log_level)
+        uvicorn.run(create_app(settings), **options)
+    else:
+        uvicorn.run(WORKER_APP, factory=True, workers=args.workers, **options)
+
+
+def _run_granian(args: argparse.Namespace) -> None:
+    from granian.constants import Interfaces, Loops  # checked by cmd_serve
+    from granian.http import HTTP1Settings
+    from granian.server import Server
+
+    Server(
+        WORKER_APP,
+        factory=True,
+        address=args.host,
+        port=args.port,
+        interface=Interfaces.ASGI,
+        workers=args.workers,
+        loop=Loops.uvloop,
+        http1_settings=HTTP1Settings(header_read_timeout=60_000),  # the most Granian allows
+        log_enabled=False,  # the registry.access JSON lines replace Granian's
+        respawn_failed_workers=True,
+    ).serve()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     overrides: dict[str, object] = {}
     if not os.environ.get("REGISTRY_PUBLIC_URL"):
@@ -35,6 +189,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings = Settings.from_env(**overrides)
     except ValueError as exc:
         return fail(f"bad settings: {exc}", 2)
+    if args.workers < 1:
+        return fail("--workers must be at least 1", 2)
+    if args.server == "granian" and importlib.util.find_spec("granian") is None:
+        return fail("--server granian needs Granian: pip install 'carton-registry[granian]'", 2)
     if not is_loopback(args.host) and settings.auth == "off" and not settings.allow_insecure_bind:
         return fail(
             f"refusing to listen on {args.host} with REGISTRY_AUTH=off: anyone who can "
@@ -42,28 +200,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "or set REGISTRY_ALLOW_INSECURE_BIND=true if this network is trusted.",
             2,
         )
-
-    import uvicorn
-
-    from registry.app import create_app
-    from registry.http.server import server_options
-
-    # One JSON line per request on stderr (registry.access); errors with tracebacks.
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    app = create_app(settings)  # migrates under a lock unless REGISTRY_MIGRATE_ON_START=false
-    err(f"carton registry on http://{args.host}:{args.port} (public URL {settings.public_url})")
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        proxy_headers=True,
-        log_level=args.log_level,
-        access_log=False,  # the registry.access JSON lines replace uvicorn's
-        log_config=None,
-        **server_options(settings),  # keep-alive and header timeouts
+    in_process = args.server == "uvicorn" and args.workers == 1
+    worker_env: dict[str, str] = {}
+    if not in_process:
+        # Workers build their app from the environment: same public URL, migrated once here.
+        worker_env.update(
+            {
+                "REGISTRY_PUBLIC_URL": settings.public_url,
+                LOG_LEVEL_ENV: args.log_level,
+                SERVER_ENV: args.server,
+            }
+        )
+        if settings.migrate_on_start:
+            _migrate(settings)
+            worker_env["REGISTRY_MIGRATE_ON_START"] = "false"
+        if args.workers > 1:
+            worker_env[MULTIPROC_ENV] = _multiproc_dir()
+    err(
+        f"carton registry on http://{args.host}:{args.port} (public URL {settings.public_url}), "
+        f"{args.workers} {args.server} worker(s)"
     )
+    with _environment(worker_env):
+        if args.server == "granian":
+            _run_granian(args)
+        else:
+            _run_uvicorn(args, settings)
     return 0
+
+
+def _migrate(settings: Settings) -> None:
+    from registry.db.engine import make_engine
+    from registry.db.migrate import upgrade
+
+    engine = make_engine(settings.database_url)
+    try:
+        upgrade(engine)
+    finally:
+        engine.dispose()
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
@@ -111,6 +284,18 @@ def add_commands(sub: Any) -> None:
         default="info",
         choices=["critical", "error", "warning", "info", "debug", "trace"],
         help="server log level (default: info; each request is a JSON line on stderr)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=default_workers(),
+        help="worker processes on one socket (default: one per core)",
+    )
+    p.add_argument(
+        "--server",
+        choices=SERVERS,
+        default=DEFAULT_SERVER,
+        help=f"the ASGI server (default: {DEFAULT_SERVER}; granian needs the granian extra)",
     )
     p.set_defaults(func=cmd_serve)
 

@@ -303,6 +303,18 @@ class LeasePack(Base):
     pack_name: Mapped[str] = mapped_column(String(32), primary_key=True)
 
 
+class IndexGeneration(Base):
+    """One row whose ``value`` grows in every transaction that removes what a reader may
+    have cached: a version or carton, a blob, a blob found damaged
+    (``registry.services.freshness``)."""
+
+    __tablename__ = "index_generation"
+    __table_args__ = (CheckConstraint("id = 1", name="single_row"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    value: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+
+
 class ApiToken(Base):
     __tablename__ = "api_tokens"
 

@@ -27,7 +27,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 
 from registry.errors import AuthenticationRequired, PermissionDenied
-from registry.services.auth import SCOPES, authenticate
+from registry.services.auth import SCOPES, authenticate, cached_scopes
 
 REALM = 'Bearer realm="carton-registry"'
 
@@ -59,7 +59,9 @@ class RequireScope:
                 f"with a token holding the {needed!r} scope",
                 challenge=REALM,
             )
-        scopes = await anyio.to_thread.run_sync(authenticate, ctx, token)
+        scopes = cached_scopes(ctx, token) or await anyio.to_thread.run_sync(
+            authenticate, ctx, token
+        )
         if scopes is None:
             raise invalid_token()
         if needed not in scopes:

@@ -17,7 +17,6 @@ Every blob answer carries ``Vary: Accept-Encoding``.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import anyio
@@ -34,8 +33,9 @@ from registry.http.conditional import (
     requested_span,
 )
 from registry.http.streaming import OCTETS, coalesce, empty_response, open_stream
-from registry.services.blob_serving import plan_blob_download
+from registry.services.blob_serving import cached_plan, plan_blob_download
 from registry.services.context import RegistryContext
+from registry.services.stored_blobs import cached_blob, read_blob, stored_blob
 
 VARY = {"Vary": "Accept-Encoding"}
 
@@ -43,51 +43,47 @@ VARY = {"Vary": "Accept-Encoding"}
 async def serve_blob(
     request: Request, ctx: RegistryContext, sha256: str, *, is_head: bool
 ) -> Response[Any]:
+    # A blob this process has served before is answered from memory (no worker thread).
+    blob = cached_blob(ctx, sha256) or await anyio.to_thread.run_sync(stored_blob, ctx, sha256)
     etag = f'"{sha256}"'
-    unchanged = not_modified(request, etag)
-    ranged = request.headers.get("range") is not None
-    plan = await anyio.to_thread.run_sync(
-        partial(
-            plan_blob_download,
-            ctx,
-            sha256,
-            send_body=not (is_head or unchanged),
-            coding=None if ranged else choose_encoding(request.headers.get("accept-encoding")),
-        )
-    )
     headers = {"ETag": etag, "Cache-Control": IMMUTABLE, "Accept-Ranges": "bytes", **VARY}
-    if unchanged:
+    if not_modified(request, etag):
         return empty_response(304, headers)
     if is_head:
-        return empty_response(200, {**headers, "Content-Length": str(plan.size)})
+        return empty_response(200, {**headers, "Content-Length": str(blob.size)})
+    ranged = request.headers.get("range") is not None
+    coding = None if ranged else choose_encoding(request.headers.get("accept-encoding"))
+    plan = cached_plan(ctx, blob, coding) or await anyio.to_thread.run_sync(
+        plan_blob_download, ctx, blob, coding
+    )
     if plan.redirect_url:
         return empty_response(
             307, {"Location": plan.redirect_url, "Cache-Control": "no-store", **VARY}
         )
     if ranged:
         try:
-            span = requested_span(request, etag, plan.size)
+            span = requested_span(request, etag, blob.size)
         except Unsatisfiable:
-            response = range_not_satisfiable(request, plan.size, "the blob")
+            response = range_not_satisfiable(request, blob.size, "the blob")
             response.headers.update(VARY)
             return response
         headers.update(span.headers())
-        body = await open_stream(lambda: plan.iter_bytes(span.start, span.end))
+        body = await open_stream(lambda: read_blob(ctx, blob, span.start, span.end))
         return Stream(body, status_code=span.status, headers=headers, media_type=OCTETS)
     if plan.coding is not None:
         coding = plan.coding
-        body = await open_stream(lambda: coalesce(compressed(plan.iter_bytes(), coding)))
+        body = await open_stream(lambda: coalesce(compressed(read_blob(ctx, blob), coding)))
         return Stream(
             body,
             status_code=200,
             headers={**headers, "Content-Encoding": coding},
             media_type=OCTETS,
         )
-    body = await open_stream(plan.iter_bytes)
+    body = await open_stream(lambda: read_blob(ctx, blob))
     return Stream(
         body,
         status_code=200,
-        headers={**headers, "Content-Length": str(plan.size)},
+        headers={**headers, "Content-Length": str(blob.size)},
         media_type=OCTETS,
     )
 

@@ -11,8 +11,10 @@
 register two handlers on ``/cartons/{param}``, so these handlers own the path and
 hand other names to ``registry.http.web.carton_page``.
 
-The layout is read (and a small carton's bytes with it) in one worker-thread
-trip before the body starts; no DB connection is held while streaming.
+A carton this process has served before is answered from memory, small cartons'
+bytes included (``registry.services.export.cached_carton``); otherwise the layout
+(and a small carton's bytes with it) is read in one worker-thread trip before the
+body starts. No DB connection is held while streaming.
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ from registry.http.conditional import (
 )
 from registry.http.streaming import coalesce, empty_response, open_stream
 from registry.services.context import RegistryContext
-from registry.services.export import ExportedCarton, build_carton, validate_form
+from registry.services.export import (
+    ExportedCarton,
+    build_carton,
+    cached_carton,
+    validate_form,
+)
 from registry.services.lookups import tag_manifest, version_manifest
 from registry.services.names import require_version
 
@@ -57,13 +64,9 @@ async def serve_carton(
     request: Request, ctx: RegistryContext, manifest_sha256: str, *, is_head: bool
 ) -> Response[Any]:
     form = validate_form(request.query_params.get("form", "slim"))
-
-    def build() -> tuple[ExportedCarton, bytes | None]:
-        # One trip to a worker thread: the layout, and a small carton's bytes with it.
-        exported = build_carton(ctx, manifest_sha256, form)
-        return exported, (None if is_head else exported.small_bytes())
-
-    exported, whole = await anyio.to_thread.run_sync(build)
+    exported = cached_carton(ctx, manifest_sha256, form) or await anyio.to_thread.run_sync(
+        build_carton, ctx, manifest_sha256, form
+    )
     headers = _carton_headers(exported)
     size = exported.size
     if not_modified(request, exported.etag):
@@ -75,8 +78,8 @@ async def serve_carton(
     except Unsatisfiable:
         return range_not_satisfiable(request, size, "the carton")
     headers.update(span.headers())
-    if whole is not None:
-        body = whole[span.start : span.end]
+    if exported.whole is not None:
+        body = exported.whole[span.start : span.end]
         return Response(body, status_code=span.status, headers=headers, media_type=ZIP)
     stream = await open_stream(lambda: coalesce(exported.iter_bytes(span.start, span.end)))
     return Stream(stream, status_code=span.status, headers=headers, media_type=ZIP)

@@ -3,10 +3,17 @@
 All collectors live in ``REGISTRY`` (one per process, not the global default,
 so importing this module twice in tests never registers a name twice). Add
 ``*metrics.ROUTES`` to the app's route handlers to serve them.
+
+Under ``serve --workers N`` (N > 1) ``PROMETHEUS_MULTIPROC_DIR`` is set before the
+workers start: prometheus-client then keeps every counter and histogram in files
+there, and ``/metrics``, whichever worker answers it, sums every worker's
+(``MultiProcessCollector``). The per-process collectors (CPU, memory, GC) have no
+meaningful sum and are left out in that mode.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from litestar import Response
@@ -26,6 +33,7 @@ from prometheus_client import (
 from prometheus_client import (
     ProcessCollector as _ProcessCollector,
 )
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from registry.http.routing import get
 
@@ -107,6 +115,35 @@ FSCK_PROBLEMS = Counter(
 )
 
 
+_RouteChildren = tuple[Any, Any, Any, dict[int, Any]]
+_ROUTE_CHILDREN: dict[tuple[str, str], _RouteChildren] = {}
+
+
+def observe_request(
+    method: str, route: str, status: int, seconds: float, received: int, sent: int
+) -> None:
+    """Record one HTTP request (the labelled children are looked up once per route)."""
+    children = _ROUTE_CHILDREN.get((method, route))
+    if children is None:
+        children = (
+            HTTP_DURATION.labels(method, route),
+            HTTP_BYTES_IN.labels(method, route),
+            HTTP_BYTES_OUT.labels(method, route),
+            {},
+        )
+        _ROUTE_CHILDREN[(method, route)] = children
+    duration, bytes_in, bytes_out, by_status = children
+    requests = by_status.get(status)
+    if requests is None:
+        requests = by_status[status] = HTTP_REQUESTS.labels(method, route, str(status))
+    requests.inc()
+    duration.observe(seconds)
+    if received:
+        bytes_in.inc(received)
+    if sent:
+        bytes_out.inc(sent)
+
+
 def observe_push(result: Any) -> None:
     """Record one push (a ``registry.services.ingest.PushResult``)."""
     PUSHES.labels("created" if getattr(result, "created", False) else "existing").inc()
@@ -150,6 +187,11 @@ def register_observers(ctx: RegistryContext) -> None:
 
 
 def exposition() -> bytes:
+    """Every worker's metrics under ``serve --workers N``, else this process's."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged)
+        return generate_latest(merged)
     return generate_latest(REGISTRY)
 
 
@@ -157,7 +199,7 @@ def exposition() -> bytes:
     "/metrics",
     summary="Prometheus metrics (text exposition format)",
     include_in_schema=False,
-    sync_to_thread=False,
+    sync_to_thread=True,  # reads every worker's files under serve --workers N
 )
 def metrics_endpoint() -> Response[bytes]:
     return Response(

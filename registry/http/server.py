@@ -20,13 +20,22 @@ from registry.settings import Settings
 
 
 class HeaderTimeoutProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP/1.1 protocol, closing connections whose headers stall."""
+    """uvicorn's HTTP/1.1 protocol, closing connections whose headers stall.
 
-    header_timeout: float = 30.0
+    ``header_timeout`` None: ``REGISTRY_HEADER_TIMEOUT``, read once per process (worker
+    processes get the class by name, so it cannot carry the value itself).
+    """
+
+    header_timeout: float | None = None
+    _from_env: float | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
+        if self.header_timeout is None:
+            if HeaderTimeoutProtocol._from_env is None:
+                HeaderTimeoutProtocol._from_env = Settings.from_env().header_timeout
+            self.header_timeout = HeaderTimeoutProtocol._from_env
 
     @classmethod
     def with_timeout(cls, seconds: float) -> type[HeaderTimeoutProtocol]:
@@ -34,6 +43,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
 
     def _arm_header_timer(self) -> None:
         if self._header_timer is None:
+            assert self.header_timeout is not None
             self._header_timer = self.loop.call_later(self.header_timeout, self._headers_stalled)
 
     def _disarm_header_timer(self) -> None:
@@ -63,9 +73,15 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
 
-def server_options(settings: Settings) -> dict[str, Any]:
-    """The connection timeouts, as ``uvicorn.run`` / ``uvicorn.Config`` keyword arguments."""
-    return {
-        "http": HeaderTimeoutProtocol.with_timeout(settings.header_timeout),
-        "timeout_keep_alive": max(1, round(settings.keep_alive_timeout)),
-    }
+def server_options(settings: Settings, *, in_process: bool = True) -> dict[str, Any]:
+    """The connection timeouts, as ``uvicorn.run`` / ``uvicorn.Config`` keyword arguments.
+
+    ``in_process`` False: for worker processes, which take the protocol class by name
+    and read ``REGISTRY_HEADER_TIMEOUT`` themselves.
+    """
+    protocol = (
+        HeaderTimeoutProtocol.with_timeout(settings.header_timeout)
+        if in_process
+        else HeaderTimeoutProtocol
+    )
+    return {"http": protocol, "timeout_keep_alive": max(1, round(settings.keep_alive_timeout))}

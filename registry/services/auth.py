@@ -5,12 +5,19 @@ one scope holds every scope below it. A token is ``crt_`` followed by 43
 URL-safe characters (256 random bits); the database keeps only its sha256,
 so a leaked database does not leak usable tokens, and a lost token cannot be
 shown again (create a new one, revoke the old).
+
+A valid token's scopes are kept in ``ctx.caches.facts`` (``cached_scopes``, no
+I/O), so a request under ``AUTH=all`` needs no database round trip; the
+database sees the token again once a minute, to mark it used. Revoking bumps
+the shared index generation (``registry.services.freshness``): once
+``revoke_token`` returns, no process accepts the token.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,11 +27,13 @@ from sqlalchemy import or_, select, update
 from registry.db.tables import ApiToken, utcnow
 from registry.errors import InvalidName, InvalidScope, TokenNameTaken, TokenNotFound
 from registry.services.context import RegistryContext
+from registry.services.freshness import bump_generation, current_generation, wait_for_readers
 from registry.services.rendering import iso
 
 SCOPES = ("pull", "push", "delete", "admin")
 TOKEN_PREFIX = "crt_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+LAST_USED_SECONDS = LAST_USED_RESOLUTION.total_seconds()
 
 
 def expand_scopes(granted: str | list[str] | tuple[str, ...] | set[str]) -> frozenset[str]:
@@ -141,13 +150,39 @@ def revoke_token(ctx: RegistryContext, id_or_name: str | int) -> list[TokenInfo]
         now = utcnow()
         for row in rows:
             row.revoked_at = now
-        return [TokenInfo.of(row) for row in rows]
+        revoked = [TokenInfo.of(row) for row in rows]
+        bump_generation(session)
+    wait_for_readers(ctx)
+    return revoked
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A valid token's scopes, and when this process last had the database mark it used."""
+
+    scopes: frozenset[str]
+    marked_at: float  # time.monotonic()
+
+
+def cached_scopes(ctx: RegistryContext, bearer: str) -> frozenset[str] | None:
+    """A token's scopes if this process knows it is valid and marked it used lately; no I/O."""
+    facts = ctx.caches.facts
+    if facts.current() is None:
+        return None
+    grant = facts.tokens.get(hash_token(bearer))
+    if grant is None or time.monotonic() - grant.marked_at >= LAST_USED_SECONDS:
+        return None
+    return grant.scopes
 
 
 def authenticate(ctx: RegistryContext, bearer: str | None) -> frozenset[str] | None:
     """The scopes of a valid, unrevoked token, or None. Marks it used (at most once a minute)."""
     if not bearer or not bearer.startswith(TOKEN_PREFIX) or len(bearer) > 200:
         return None
+    generation = current_generation(ctx)  # re-read once trusted no more: facts may be gone
+    known = cached_scopes(ctx, bearer)
+    if known is not None:
+        return known
     digest = hash_token(bearer)
     with ctx.sessions() as session:
         row = session.execute(
@@ -172,6 +207,9 @@ def authenticate(ctx: RegistryContext, bearer: str | None) -> frozenset[str] | N
         except Exception:  # bookkeeping must never fail a request
             pass
     try:
-        return expand_scopes(row.scopes)
+        scopes = expand_scopes(row.scopes)
     except InvalidScope:
         return None
+    facts = ctx.caches.facts
+    facts.remember(facts.tokens, digest, Grant(scopes, time.monotonic()), generation)
+    return scopes

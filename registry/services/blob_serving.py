@@ -10,19 +10,21 @@ choices that depend on settings, the store and the bytes themselves live here:
 - else a body is compressed with the accepted coding only when the blob is over
   1 KiB and its first 64 KiB compress below 90 % (zlib level 1 as the judge).
 
-``plan_blob_download`` does every lookup a blob answer needs before its first
-byte in one call (one trip to a worker thread for an async caller).
+``plan_blob_download`` makes the plan from the blob's facts (``registry.services.stored_blobs``)
+and whether it is worth compressing, which is kept in ``ctx.caches.facts`` like them:
+once both are known, planning needs no I/O (``cached_plan``), so a hot blob's GET
+starts streaming without a trip to a worker thread.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from registry.blobstore.base import BlobStore
-from registry.services.chunkstore.reader import StoredFile, find_file, iter_file, read_file
+from registry.services.chunkstore.reader import StoredFile
 from registry.services.context import RegistryContext
+from registry.services.freshness import current_generation
+from registry.services.stored_blobs import read_blob
 
 COMPRESS_MIN_BYTES = 1024
 SNIFF_BYTES = 64 * 1024
@@ -38,59 +40,49 @@ def worth_compressing(sample: bytes) -> bool:
 
 @dataclass(frozen=True)
 class BlobDownload:
-    """What to send for one blob.
+    """What to send for one blob's GET.
 
     ``redirect_url``: send the client there instead. ``coding``: compress the
-    body with it (else identity). ``head``: the first bytes, already read to
-    judge compressibility; ``iter_bytes`` does not read them again.
+    body with it (else identity).
     """
 
-    stored: StoredFile
-    store: BlobStore = field(repr=False)
+    blob: StoredFile
     redirect_url: str | None = None
     coding: str | None = None
-    head: bytes = b""
-
-    @property
-    def sha256(self) -> str:
-        return self.stored.sha256
-
-    @property
-    def size(self) -> int:
-        return self.stored.size
-
-    def iter_bytes(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
-        """The identity bytes ``[start, end)``, in store-sized chunks."""
-        stop = self.size if end is None else end
-        if start < len(self.head):
-            piece = self.head[start:stop]
-            yield piece
-            start += len(piece)
-        if start < stop:
-            yield from iter_file(self.store, self.stored, start, stop)
 
 
-def plan_blob_download(
-    ctx: RegistryContext, sha256: str, *, send_body: bool, coding: str | None
-) -> BlobDownload:
-    """Size, redirect and coding of a blob answer.
+def _may_compress(blob: StoredFile, coding: str | None) -> bool:
+    return coding is not None and blob.size > COMPRESS_MIN_BYTES
 
-    ``send_body`` False (HEAD, or a 304): the size alone (never redirected).
-    ``coding``: the content coding the client accepts best, None for identity
-    only (also for range requests: ranges are of the identity bytes).
-    Raises ``InvalidRequest`` for a malformed digest, ``NotFound`` for an absent blob.
+
+def cached_plan(ctx: RegistryContext, blob: StoredFile, coding: str | None) -> BlobDownload | None:
+    """The plan when it needs no I/O (no presigning, compressibility known), else None."""
+    if ctx.settings.s3_presign_downloads and not blob.chunked:
+        return None
+    if not _may_compress(blob, coding):
+        return BlobDownload(blob)
+    compressible = ctx.caches.facts.compressible.get(blob.sha256)
+    if compressible is None:
+        return None
+    return BlobDownload(blob, coding=coding if compressible else None)
+
+
+def plan_blob_download(ctx: RegistryContext, blob: StoredFile, coding: str | None) -> BlobDownload:
+    """Redirect and coding of a blob's GET (may read its first bytes or presign a URL).
+
+    ``coding``: the content coding the client accepts best, None for identity only
+    (also for range requests: ranges are of the identity bytes).
     """
-    stored = find_file(ctx, sha256)
-    plan = BlobDownload(stored, ctx.blobs)
-    if not send_body:
-        return plan
-    if ctx.settings.s3_presign_downloads and not stored.chunked:
-        url = ctx.blobs.presigned_get_url(sha256)
+    if ctx.settings.s3_presign_downloads and not blob.chunked:  # a chunked file is no object
+        url = ctx.blobs.presigned_get_url(blob.sha256)
         if url:
-            return BlobDownload(stored, ctx.blobs, redirect_url=url)
-    if coding is None or stored.size <= COMPRESS_MIN_BYTES:
-        return plan
-    head = read_file(ctx.blobs, stored, 0, SNIFF_BYTES)
-    return BlobDownload(
-        stored, ctx.blobs, coding=coding if worth_compressing(head) else None, head=head
-    )
+            return BlobDownload(blob, redirect_url=url)
+    if not _may_compress(blob, coding):
+        return BlobDownload(blob)
+    facts = ctx.caches.facts
+    compressible = facts.compressible.get(blob.sha256)
+    if compressible is None:
+        generation = current_generation(ctx)
+        compressible = worth_compressing(b"".join(read_blob(ctx, blob, 0, SNIFF_BYTES)))
+        facts.remember(facts.compressible, blob.sha256, compressible, generation)
+    return BlobDownload(blob, coding=coding if compressible else None)

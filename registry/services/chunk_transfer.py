@@ -31,11 +31,12 @@ from registry.errors import (
 )
 from registry.services.chunkstore.index import record_files
 from registry.services.chunkstore.layout import FileLayout, parse_pack_table, segments_of
-from registry.services.chunkstore.reader import find_file, iter_file, stored_from_layout
+from registry.services.chunkstore.reader import iter_file, stored_from_layout
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease
 from registry.services.names import require_sha256
+from registry.services.stored_blobs import stored_blob
 
 MAX_BATCH_BYTES = 64 * MiB
 MAX_QUERY = 100_000
@@ -177,7 +178,7 @@ def assemble_blob(
 
 def reconstruction(ctx: RegistryContext, sha256: str) -> dict[str, Any]:
     """A file's chunks in order, with their offsets in the file, for clients with a cache."""
-    stored = find_file(ctx, sha256)
+    stored = stored_blob(ctx, sha256)
     if stored.ranges is None:
         return {"sha256": sha256, "size": stored.size, "chunked": False}
     with ctx.sessions() as session:

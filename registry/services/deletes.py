@@ -1,5 +1,9 @@
 """Deleting versions and models: gone from the index at once, their bytes at the next GC.
 
+"At once" holds in every process: each delete bumps the shared index generation and
+returns only when no process can still serve its carton from memory
+(``registry.services.freshness``).
+
 A carton that no version references any more goes with its last version; its blobs
 stay until garbage collection finds them unreferenced.
 """
@@ -14,6 +18,7 @@ from sqlalchemy.orm import Session
 from registry.db.tables import Carton, CartonFile, Version, utcnow
 from registry.services.caches import changes_index
 from registry.services.context import RegistryContext
+from registry.services.freshness import bump_generation, wait_for_readers
 from registry.services.listing import refresh_model_listing
 from registry.services.models import get_model_row
 from registry.services.references import resolve_version
@@ -34,12 +39,14 @@ def delete_version(ctx: RegistryContext, name: str, version: int) -> dict[str, A
         model.updated_at = utcnow()
         refresh_model_listing(session, model)
         carton_deleted = _delete_carton_if_unreferenced(session, manifest)
-        return {
-            "model_name": name,
-            "version": version,
-            "manifest_sha256": manifest,
-            "carton_deleted": carton_deleted,
-        }
+        bump_generation(session)
+    wait_for_readers(ctx)
+    return {
+        "model_name": name,
+        "version": version,
+        "manifest_sha256": manifest,
+        "carton_deleted": carton_deleted,
+    }
 
 
 @changes_index
@@ -52,7 +59,9 @@ def delete_model(ctx: RegistryContext, name: str) -> dict[str, Any]:
         session.delete(model)
         session.flush()
         deleted = [m for m in manifests if _delete_carton_if_unreferenced(session, m)]
-        return {"model_name": name, "versions": len(manifests), "cartons_deleted": len(deleted)}
+        bump_generation(session)
+    wait_for_readers(ctx)
+    return {"model_name": name, "versions": len(manifests), "cartons_deleted": len(deleted)}
 
 
 def _delete_carton_if_unreferenced(session: Session, manifest_sha256: str) -> bool:

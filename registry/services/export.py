@@ -14,11 +14,12 @@ out before a byte is read: exact ``size``, any byte range, constant memory.
 The bytes depend on the manifest, the form and (slim only) ``public_url`` and
 ``slim_inline_max_bytes``; the ETag encodes all of them.
 
-Small blobs (the ones a slim carton inlines) are immutable and named by their
-content, so their bytes are kept in ``ctx.caches.small_blobs``, a bounded LRU: a
-carton loader reading a slim carton by many ``Range`` requests does not hit the
-blob store for each one. Layouts are kept in ``ctx.caches.layouts``; carton rows
-are never cached (a deleted version 404s at once).
+What the read path needs is kept in ``ctx.caches.facts`` (``registry.services.caches``):
+the layout by (manifest hash, form), with a small carton's whole bytes (slim cartons
+are small), and the verified bytes of the small blobs it inlines. They stay valid until
+a verb removes something (``registry.services.freshness``): a deleted version's
+carton 404s at once, in every process, and a HEAD or GET of a known carton needs no
+database round trip. Member bytes come from ``registry.services.stored_blobs``.
 """
 
 from __future__ import annotations
@@ -29,32 +30,36 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import select
 
-from registry.blobstore.base import BlobStore
+from registry.blobstore import BlobNotFound
 from registry.carton.links import write_links
 from registry.carton.manifest import parse_manifest
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
 from registry.carton.streams import KiB
 from registry.carton.zipwrite import StoredZipLayout, ZipEntry
-from registry.db.queries import in_chunks
-from registry.db.tables import Carton, CartonFile, Pack
+from registry.db.tables import Carton, CartonFile
 from registry.errors import (
     CartonNotFound,
     CartonNotRebuildable,
     InvalidParameter,
     StorageUnavailable,
 )
-from registry.services.caches import LruCache
-from registry.services.chunkstore.reader import StoredFile, iter_file, load_files, read_file
+from registry.services.chunkstore.reader import StoredFile
 from registry.services.context import RegistryContext
+from registry.services.freshness import current_generation
 from registry.services.names import require_sha256
+from registry.services.stored_blobs import (
+    load_blobs,
+    missing_from_store,
+    read_blob,
+    verified_small_blob,
+)
 
 FORMS = ("slim", "full")
 LAYOUT_VERSION = "1"  # bump when the rebuilt bytes change for the same inputs
 
-# Blobs up to this size have their bytes kept in ``ctx.caches.small_blobs``.
+# Blobs up to this size have their verified bytes kept in ``ctx.caches.facts.small_blobs``.
 SMALL_BLOB_MAX = 64 * KiB
 # Cartons up to this size are kept whole with their cached layout (256 layouts: 64 MiB).
 SMALL_CARTON_MAX_BYTES = 256 * KiB
@@ -62,15 +67,15 @@ SMALL_CARTON_MAX_BYTES = 256 * KiB
 
 @dataclass(frozen=True)
 class ExportedCarton:
+    """A rebuilt carton laid out; ``whole`` holds its bytes when it is small (slim ones are)."""
+
     manifest_sha256: str
     form: str
     layout: StoredZipLayout
     etag: str  # quoted, strong
     filename: str
     linked: dict[str, int]  # sha256 -> size of every file left out (slim form)
-    # Packs the inline files are read from: a layout is stale once GC rewrote one of them.
-    packs: frozenset[str] = frozenset()
-    _bytes: bytes | None = field(default=None, repr=False, compare=False)
+    whole: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -78,34 +83,6 @@ class ExportedCarton:
 
     def iter_bytes(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         return self.layout.iter_bytes(start, end)
-
-    def small_bytes(self) -> bytes | None:
-        """The whole carton, kept with its cached layout, when it is small (slim ones are).
-
-        Built once per layout; larger cartons return None and are streamed.
-        """
-        if self.size > SMALL_CARTON_MAX_BYTES:
-            return None
-        cached = self._bytes
-        if cached is None:
-            cached = b"".join(self.layout.iter_bytes())
-            object.__setattr__(self, "_bytes", cached)
-        return cached
-
-
-def _packs_live(session: Session, names: frozenset[str]) -> bool:
-    """Whether none of ``names`` was retired (rewritten by GC) since a layout was built."""
-    live = 0
-    for batch in in_chunks(sorted(names)):
-        live += (
-            session.scalar(
-                select(func.count())
-                .select_from(Pack)
-                .where(Pack.name.in_(batch), Pack.retired_at.is_(None))
-            )
-            or 0
-        )
-    return live == len(names)
 
 
 def validate_form(form: str) -> str:
@@ -140,49 +117,46 @@ def _bytes_reader(data: bytes) -> Callable[[int, int], Iterator[bytes]]:
 
 
 def _blob_reader(
-    blobs: BlobStore, small_blobs: LruCache[str, bytes], stored: StoredFile
+    ctx: RegistryContext, blob: StoredFile, generation: int
 ) -> Callable[[int, int], Iterator[bytes]]:
-    sha256, size = stored.sha256, stored.size
-    if size <= SMALL_BLOB_MAX:
+    if blob.size <= SMALL_BLOB_MAX:
 
         def read_small(offset: int, length: int) -> Iterator[bytes]:
-            data = small_blobs.get(sha256)
-            if data is None:
-                data = read_file(blobs, stored)
-                if len(data) != size:
-                    raise StorageUnavailable(
-                        f"blob {sha256} holds {len(data)} bytes, the index says {size}"
-                    )
-                small_blobs.put(sha256, data)
-            yield data[offset : offset + length]
+            yield verified_small_blob(ctx, blob, generation)[offset : offset + length]
 
         return read_small
 
     def read_range(offset: int, length: int) -> Iterator[bytes]:
-        return iter_file(blobs, stored, offset, offset + length)
+        try:
+            yield from read_blob(ctx, blob, offset, offset + length)
+        except BlobNotFound:
+            raise missing_from_store(blob.sha256) from None
 
     return read_range
 
 
+def cached_carton(ctx: RegistryContext, manifest_sha256: str, form: str) -> ExportedCarton | None:
+    """The carton's layout if this process knows it and still trusts it; never any I/O."""
+    facts = ctx.caches.facts
+    if facts.current() is None:
+        return None
+    return facts.cartons.get((manifest_sha256, form))
+
+
 def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim") -> ExportedCarton:
-    """Lay out the rebuilt carton (one DB session, closed on return; no blob bytes read)."""
+    """Lay out the rebuilt carton (one DB session, closed on return), or take it from memory.
+
+    A small carton's bytes are read with its layout (its inlined blobs verified).
+    """
     validate_form(form)
     require_sha256(manifest_sha256)
     key = (manifest_sha256, form)  # the context's settings and store are fixed
-    layouts = ctx.caches.layouts
+    generation = current_generation(ctx)
+    facts = ctx.caches.facts
+    cached = facts.cartons.get(key)
+    if cached is not None:
+        return cached
     with ctx.sessions() as session:
-        cached = layouts.get(key)
-        if cached is not None:
-            # Still indexed? (A deleted version's URLs 404 at once, in every process.)
-            exists = session.scalar(
-                select(Carton.manifest_sha256).where(Carton.manifest_sha256 == manifest_sha256)
-            )
-            if exists is None:
-                layouts.drop(key)
-                raise CartonNotFound(f"no carton with manifest hash {manifest_sha256}")
-            if not cached.packs or _packs_live(session, cached.packs):
-                return cached
-            layouts.drop(key)
         row = session.execute(
             select(Carton.manifest, Carton.model_name).where(
                 Carton.manifest_sha256 == manifest_sha256
@@ -191,7 +165,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         if row is None:
             raise CartonNotFound(f"no carton with manifest hash {manifest_sha256}")
         raw_manifest, model_name = bytes(row.manifest), row.model_name
-        facts = load_files(
+        stored = load_blobs(
             session,
             session.scalars(
                 select(CartonFile.blob_sha256).where(CartonFile.manifest_sha256 == manifest_sha256)
@@ -205,7 +179,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
             f"carton {manifest_sha256} lists {sorted(reserved)} in its MANIFEST; "
             "it cannot be rebuilt"
         )
-    missing = {e.sha256 for e in manifest.entries} - facts.keys()
+    missing = {e.sha256 for e in manifest.entries} - stored.keys()
     if missing:
         raise StorageUnavailable(
             f"carton {manifest_sha256}: no blob row for {len(missing)} file(s), "
@@ -213,19 +187,17 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         )
 
     threshold = ctx.settings.slim_inline_max_bytes
-    blobs, small_blobs = ctx.blobs, ctx.caches.small_blobs
     files: list[ZipEntry] = []
     toml_entry: ZipEntry | None = None
     linked: dict[str, int] = {}
     for e in manifest.entries:
-        stored = facts[e.sha256]
-        size, crc = stored.size, stored.crc32
-        assert crc is not None  # indexed files always have their CRC-32
+        blob = stored[e.sha256]
+        size, crc = blob.size, int(blob.crc32 or 0)  # indexed blobs always have their CRC
         inline = form == "full" or e.path in (CARTON_TOML, TENSOR_INDEX) or size <= threshold
         if not inline:
             linked[e.sha256] = size
             continue
-        entry = ZipEntry(e.path, size, crc, _blob_reader(blobs, small_blobs, stored))
+        entry = ZipEntry(e.path, size, crc, _blob_reader(ctx, blob, generation))
         if e.path == CARTON_TOML:
             toml_entry = entry
         else:
@@ -245,19 +217,15 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         entries.append(ZipEntry(LINKS_NAME, len(links), zlib.crc32(links), _bytes_reader(links)))
     entries.extend(files)
 
+    layout = StoredZipLayout(entries)
     exported = ExportedCarton(
         manifest_sha256=manifest_sha256,
         form=form,
-        layout=StoredZipLayout(entries),
+        layout=layout,
         etag=carton_etag(ctx, manifest_sha256, form),
         filename=carton_filename(model_name, manifest_sha256, form),
         linked=linked,
-        packs=frozenset(
-            r.pack
-            for e in manifest.entries
-            if e.sha256 not in linked and facts[e.sha256].ranges is not None
-            for r in facts[e.sha256].ranges or ()
-        ),
+        whole=b"".join(layout.iter_bytes()) if layout.size <= SMALL_CARTON_MAX_BYTES else None,
     )
-    layouts.put(key, exported)
+    facts.remember(facts.cartons, key, exported, generation)
     return exported

@@ -22,6 +22,10 @@ the carton again) and then loads the model (``POST
 /v2/repository/models/{name}/load`` re-verifies and marks it READY), so a
 version never flips back to READY without its bytes having been verified.
 
+Any problem also bumps the shared index generation, so no process keeps answering
+for a damaged blob from memory (``registry.services.freshness``): the next read
+checks the store again, and a small blob's bytes are verified before they are kept.
+
 Problems are re-checked before they are reported (a GC or a push running at
 the same time may change the store between the listing and the query).
 """
@@ -41,6 +45,7 @@ from registry.carton.streams import hash_stream
 from registry.db.queries import cartons_using, in_chunks, referenced_blobs
 from registry.db.tables import Blob, CartonFile, Version
 from registry.services.context import RegistryContext
+from registry.services.freshness import bump_generation, wait_for_readers
 from registry.services.fsck_packs import PackFindings, check_packs
 from registry.services.observers import notify
 
@@ -241,6 +246,10 @@ def check_integrity(
         _mark_unavailable(ctx, problems, report)
     else:
         report.affected_cartons = _affected(ctx, problems)
+    if problems:
+        with ctx.transaction() as session:
+            bump_generation(session)
+        wait_for_readers(ctx)
     notify(ctx.observers.fsck, report)
     if not report.ok:
         log.warning(

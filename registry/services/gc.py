@@ -50,6 +50,7 @@ from registry.db.tables import Blob, CartonFile, LeaseBlob, UploadLease
 from registry.errors import GcBusy
 from registry.services.caches import changes_index
 from registry.services.context import RegistryContext
+from registry.services.freshness import bump_generation, wait_for_readers
 from registry.services.gc_packs import PackReport, collect_packs
 from registry.services.leases import live_leased, lock_blobs_exclusive
 from registry.services.observers import notify
@@ -195,6 +196,7 @@ def _sweep(
                     report.deleted.append(sha)
                 continue
             session.execute(delete(Blob).where(Blob.sha256.in_(batch)))
+            bump_generation(session)
             session.flush()
             for sha in batch:
                 stored = ctx.blobs.stat(sha)
@@ -255,6 +257,8 @@ def collect_garbage(ctx: RegistryContext, grace_seconds: float, dry_run: bool = 
     except BaseException:
         notify(ctx.observers.gc, None, "error")
         raise
+    if (report.blobs_deleted or report.packs.packs_rewritten) and not dry_run:
+        wait_for_readers(ctx)  # no process serves a collected blob from memory after this
     report.duration = time.monotonic() - started
     notify(ctx.observers.gc, report, "dry_run" if dry_run else "ok")
     log.info(

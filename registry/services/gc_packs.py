@@ -34,6 +34,7 @@ from registry.db.queries import in_chunks
 from registry.db.tables import BlobSegment, Chunk, Pack
 from registry.services.chunkstore.layout import pack_table_entry, parse_pack_table
 from registry.services.context import RegistryContext
+from registry.services.freshness import bump_generation, wait_for_readers
 from registry.services.leases import live_leased_packs, lock_blobs_exclusive
 
 log = logging.getLogger("registry.gc")
@@ -195,6 +196,7 @@ def _rewrite(ctx: RegistryContext, pack: _Liveness, report: PackReport, dry_run:
             session.execute(
                 update(Pack).where(Pack.id == pack.id).values(retired_at=datetime.now(UTC))
             )
+            bump_generation(session)  # cached layouts re-read their segments
         moved = True
     finally:
         if not moved:
@@ -210,6 +212,14 @@ def _delete_retired(
             select(Pack.id, Pack.name, Pack.size).where(Pack.retired_at < cutoff)
         ).all()
         session.rollback()
+    if not retired:
+        return
+    if not dry_run:
+        # Segments left these packs when they were rewritten (and the generation bumped
+        # then); bump again and wait, so no process still reads them from memory.
+        with ctx.transaction() as session:
+            bump_generation(session)
+        wait_for_readers(ctx)
     for pack_id, name, size in retired:
         report.pack_bytes_freed += int(size)
         if dry_run:

@@ -44,10 +44,10 @@ def get_stats(ctx: RegistryContext) -> dict[str, Any]:
 def cached_stats(ctx: RegistryContext, session: Session) -> dict[str, Any]:
     """``stats()`` for page headers: it sums every blob row, so it is reused briefly.
 
-    Exact after this context's own writes (keyed on its change generation); other
+    Exact after this context's own writes (keyed on its local generation); other
     processes' writes appear within the TTL (see ``registry.services.caches``).
     """
-    generation = ctx.caches.generation
+    generation = ctx.caches.local_generation
     value = ctx.caches.totals.get(generation)
     if value is None:
         value = stats(session)

@@ -23,9 +23,9 @@ from registry.carton.tensor_data import parse_tensor_index
 from registry.db.tables import Blob, CartonFile, Model, Version
 from registry.services import cartons, models, references, stats
 from registry.services.caches import BackgroundValue
-from registry.services.chunkstore.reader import read_blob
 from registry.services.context import RegistryContext
 from registry.services.listing import DEFAULT_PAGE, list_models
+from registry.services.stored_blobs import blob_bytes
 
 log = logging.getLogger("registry.web")
 
@@ -178,7 +178,7 @@ def _tensor_index(ctx: RegistryContext, sha256: str | None) -> dict[str, Any]:
     if sha256 is None:
         return {}
     try:
-        raw = read_blob(ctx, sha256)
+        raw = blob_bytes(ctx, sha256)
         return {e.name: e for e in parse_tensor_index(raw)}
     except Exception:  # a page never fails because of an unreadable index: just no summary
         return {}
@@ -202,7 +202,7 @@ class _ImageSniffer:
                 return False
             self.reads += 1
             try:
-                head = read_blob(self.ctx, sha256, 0, 16)
+                head = blob_bytes(self.ctx, sha256, 0, 16)
             except Exception:
                 head = b""
             self.cache[sha256] = head.startswith(_MAGIC) or (

@@ -3,8 +3,8 @@
 A file's ``StoredFile`` (size, CRC-32 and, when chunked, its segments as
 ranges of packs) comes from the index in one query; reading a range then
 touches only the packs and bytes it needs, and the blob store reads ahead
-where that pays (ranged GETs in parallel on S3). Every service that reads a
-blob's bytes goes through here (``find_file``, ``iter_blob``, ``read_blob``).
+where that pays (ranged GETs in parallel on S3). The read path serves blobs
+through ``registry.services.stored_blobs``, which builds on this.
 """
 
 from __future__ import annotations
@@ -16,13 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.blobstore.base import BlobStore, validate_range
-from registry.blobstore.errors import BlobNotFound
 from registry.carton.streams import CHUNK
 from registry.db.queries import in_chunks
 from registry.db.tables import Blob, BlobSegment, Pack
 from registry.services.chunkstore.layout import FileLayout
-from registry.services.context import RegistryContext
-from registry.services.names import require_sha256
 
 
 @dataclass(frozen=True)
@@ -128,30 +125,6 @@ def read_file(
 ) -> bytes:
     """A small file (or range) in memory."""
     return b"".join(iter_file(blobs, stored, start, end))
-
-
-def find_file(ctx: RegistryContext, sha256: str) -> StoredFile:
-    """A blob by digest: its index row, else an object the store holds; ``BlobNotFound``."""
-    require_sha256(sha256, "sha256")
-    with ctx.sessions() as session:
-        stored = load_file(session, sha256)
-    if stored is not None:
-        return stored
-    size = ctx.blobs.stat(sha256)
-    if size is None:
-        raise BlobNotFound(sha256)
-    return StoredFile(sha256, size, None, None)
-
-
-def iter_blob(
-    ctx: RegistryContext, sha256: str, start: int = 0, end: int | None = None
-) -> Iterator[bytes]:
-    return iter_file(ctx.blobs, find_file(ctx, sha256), start, end)
-
-
-def read_blob(ctx: RegistryContext, sha256: str, start: int = 0, end: int | None = None) -> bytes:
-    """A small blob (or range) in memory."""
-    return b"".join(iter_blob(ctx, sha256, start, end))
 
 
 def stored_size(blobs: BlobStore, stored: StoredFile) -> int | None:

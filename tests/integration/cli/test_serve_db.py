@@ -6,6 +6,8 @@ import sqlalchemy as sa
 
 from registry.cli import main
 
+WORKER_ENV = ("REGISTRY_PUBLIC_URL", "REGISTRY_MIGRATE_ON_START", "PROMETHEUS_MULTIPROC_DIR")
+
 
 def _clean_env(monkeypatch, tmp_path):
     for name in (
@@ -63,8 +65,68 @@ def test_serve_loopback_defaults_public_url(monkeypatch, tmp_path):
 
     monkeypatch.setattr(registry.app, "create_app", spy)
     monkeypatch.setattr(uvicorn, "run", lambda app, **k: None)
-    assert main(["serve", "--port", "8123"]) == 0
+    assert main(["serve", "--port", "8123", "--workers", "1"]) == 0
     assert seen["settings"].public_url == "http://127.0.0.1:8123"
+
+
+def test_serve_workers_get_the_public_url_and_one_migration(monkeypatch, tmp_path):
+    """Workers build the app from the environment serve prepares; it is restored after."""
+    _clean_env(monkeypatch, tmp_path)
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    import os
+
+    import uvicorn
+
+    calls = []
+
+    def run(app, **kwargs):
+        calls.append((app, kwargs, {k: os.environ.get(k) for k in WORKER_ENV}))
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    assert main(["serve", "--port", "8124", "--workers", "3"]) == 0
+    app, kwargs, env = calls[-1]
+    assert app == "registry.cli.server_commands:worker_app" and kwargs["factory"] is True
+    assert kwargs["workers"] == 3 and kwargs["proxy_headers"] is True
+    assert env["REGISTRY_PUBLIC_URL"] == "http://127.0.0.1:8124"
+    assert env["REGISTRY_MIGRATE_ON_START"] == "false"  # serve migrated once, before them
+    assert env["PROMETHEUS_MULTIPROC_DIR"] and os.path.isdir(env["PROMETHEUS_MULTIPROC_DIR"])
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'data' / 'registry.db'}")
+    assert "alembic_version" in sa.inspect(engine).get_table_names()
+    engine.dispose()
+    assert all(os.environ.get(k) is None for k in WORKER_ENV)
+
+
+def test_serve_runs_granian_workers_when_asked(monkeypatch, tmp_path):
+    _clean_env(monkeypatch, tmp_path)
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    import os
+
+    import granian.server
+
+    started = []
+
+    class FakeServer:
+        def __init__(self, target, **options):
+            env = {k: os.environ.get(k) for k in WORKER_ENV}
+            started.append((target, options, env))
+
+        def serve(self):
+            pass
+
+    monkeypatch.setattr(granian.server, "Server", FakeServer)
+    assert main(["serve", "--port", "8125", "--workers", "2", "--server", "granian"]) == 0
+    target, options, env = started[-1]
+    assert target == "registry.cli.server_commands:worker_app" and options["factory"] is True
+    assert options["workers"] == 2 and options["port"] == 8125
+    assert env["REGISTRY_PUBLIC_URL"] == "http://127.0.0.1:8125"
+    assert env["PROMETHEUS_MULTIPROC_DIR"]
+    assert all(os.environ.get(k) is None for k in WORKER_ENV)
+
+
+def test_serve_rejects_zero_workers(monkeypatch, tmp_path, capsys):
+    _clean_env(monkeypatch, tmp_path)
+    assert main(["serve", "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
 
 
 def test_db_upgrade_on_a_fresh_database(monkeypatch, tmp_path, capsys):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
 from tests.helpers import make_carton as build_carton
 from tests.helpers import referenced, sha, stored
 
-__all__ = ["make_carton", "push", "referenced", "sha", "stored"]
+__all__ = ["corrupt", "make_carton", "push", "referenced", "sha", "stored"]
 
 
 def make_carton(
@@ -20,3 +22,17 @@ def make_carton(
 
 def push(client, data: bytes, **params):
     return client.post("/api/v1/cartons", content=data, params=params)
+
+
+def corrupt(ctx, digest: str) -> None:
+    """Flip one byte of a stored blob in place (same size)."""
+    data = bytearray(ctx.blobs.read_bytes(digest))
+    data[10] ^= 0xFF
+    path = ctx.blobs.local_path(digest)
+    if path is not None:
+        os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+        path.write_bytes(bytes(data))
+    else:  # S3: overwrite the object behind the store's back
+        ctx.blobs.client.put_object(
+            Bucket=ctx.blobs.bucket, Key=ctx.blobs.key_for(digest), Body=bytes(data)
+        )

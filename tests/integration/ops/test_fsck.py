@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import stat
 
 import pytest
 from sqlalchemy import select
@@ -12,7 +10,7 @@ from sqlalchemy import select
 from registry import cli
 from registry.db.tables import ApiToken, Version
 from registry.services.fsck import check_integrity
-from tests.integration.ops.helpers import make_carton, push, sha, stored
+from tests.integration.ops.helpers import corrupt, make_carton, push, sha, stored
 
 WEIGHTS = b"weights " * 2000
 OTHER = b"other model bytes " * 500
@@ -57,20 +55,6 @@ def test_missing_blob_marks_versions_unavailable(ops_client, registry_ctx):
     registry_ctx.blobs.put_bytes(sha(WEIGHTS), WEIGHTS)
     assert check_integrity(registry_ctx).ok
     assert states(registry_ctx)[alpha][0] == "UNAVAILABLE"
-
-
-def corrupt(ctx, digest: str) -> None:
-    """Flip one byte of a stored blob in place (same size)."""
-    data = bytearray(ctx.blobs.read_bytes(digest))
-    data[10] ^= 0xFF
-    path = ctx.blobs.local_path(digest)
-    if path is not None:
-        os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
-        path.write_bytes(bytes(data))
-    else:  # S3: overwrite the object behind the store's back
-        ctx.blobs.client.put_object(
-            Bucket=ctx.blobs.bucket, Key=ctx.blobs.key_for(digest), Body=bytes(data)
-        )
 
 
 def test_corrupt_blob_found_by_scrub(ops_client, registry_ctx):

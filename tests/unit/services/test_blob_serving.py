@@ -1,4 +1,4 @@
-"""The blob download plan: presigned redirect, compress or not, and the bytes it yields.
+"""The blob download plan: presigned redirect, compress or not, and when it needs no I/O.
 
 Run on SQLite + the memory store, with no HTTP.
 """
@@ -14,10 +14,13 @@ import pytest
 from registry.services.blob_serving import (
     COMPRESS_MIN_BYTES,
     SNIFF_BYTES,
+    cached_plan,
     plan_blob_download,
     worth_compressing,
 )
+from registry.services.chunkstore.reader import StoredFile
 from registry.services.context import RegistryContext
+from registry.services.stored_blobs import read_blob, stored_blob
 from registry.settings import Settings
 
 TEXT = b"the same words again and again, " * 4096  # compressible, over SNIFF_BYTES
@@ -25,10 +28,10 @@ NOISE = os.urandom(200_000)  # incompressible
 SMALL = b"a" * COMPRESS_MIN_BYTES  # compressible, but not over the minimum
 
 
-def put(ctx: RegistryContext, data: bytes) -> str:
+def put(ctx: RegistryContext, data: bytes) -> StoredFile:
     sha = hashlib.sha256(data).hexdigest()
     ctx.blobs.put_bytes(sha, data)
-    return sha
+    return stored_blob(ctx, sha)
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +55,17 @@ def test_worth_compressing_judges_by_size_and_ratio():
     [(TEXT, "br", "br"), (TEXT, None, None), (NOISE, "gzip", None), (SMALL, "zstd", None)],
 )
 def test_coding_only_when_accepted_and_worth_it(ctx, data, coding, expected):
-    plan = plan_blob_download(ctx, put(ctx, data), send_body=True, coding=coding)
-    assert (plan.size, plan.redirect_url, plan.coding) == (len(data), None, expected)
-    assert b"".join(plan.iter_bytes()) == data
+    blob = put(ctx, data)
+    plan = plan_blob_download(ctx, blob, coding=coding)
+    assert (plan.blob.size, plan.redirect_url, plan.coding) == (len(data), None, expected)
+    assert b"".join(read_blob(ctx, plan.blob)) == data
 
 
-def test_bytes_already_read_are_not_read_again(ctx, monkeypatch):
-    sha = put(ctx, TEXT)
-    plan = plan_blob_download(ctx, sha, send_body=True, coding="gzip")
-    assert plan.head == TEXT[:SNIFF_BYTES]
+def test_the_verdict_is_read_once_then_planning_needs_no_io(ctx, monkeypatch):
+    blob = put(ctx, TEXT)
+    ctx.caches.facts.compressible.drop(blob.sha256)  # judged by an earlier test
+    assert cached_plan(ctx, blob, None) is not None  # identity: nothing to judge
+    assert cached_plan(ctx, blob, "gzip") is None  # not judged yet: needs a read
     asked = []
     real = ctx.blobs.iter_chunks
 
@@ -69,26 +74,27 @@ def test_bytes_already_read_are_not_read_again(ctx, monkeypatch):
         return real(sha256, start, end, *args, **kwargs)
 
     monkeypatch.setattr(ctx.blobs, "iter_chunks", spy)
-    assert b"".join(plan.iter_bytes()) == TEXT
-    assert asked == [(SNIFF_BYTES, len(TEXT))]
-    assert b"".join(plan.iter_bytes(10, 20)) == TEXT[10:20]  # inside the head: no read
-    assert (
-        b"".join(plan.iter_bytes(SNIFF_BYTES - 5, SNIFF_BYTES + 5))
-        == TEXT[SNIFF_BYTES - 5 : SNIFF_BYTES + 5]
-    )
-    assert asked[1:] == [(SNIFF_BYTES, SNIFF_BYTES + 5)]
+    assert plan_blob_download(ctx, blob, coding="gzip").coding == "gzip"
+    assert asked == [(0, SNIFF_BYTES)]
+    again = cached_plan(ctx, blob, "br")
+    assert again is not None and again.coding == "br"
+    assert plan_blob_download(ctx, blob, coding="zstd").coding == "zstd"
+    assert asked == [(0, SNIFF_BYTES)]  # judged once per blob
+    assert b"".join(read_blob(ctx, blob, 10, 20)) == TEXT[10:20]
 
 
 def test_presigned_redirect_for_bodies_only(ctx, monkeypatch):
-    sha = put(ctx, TEXT)
+    blob = put(ctx, TEXT)
+    sha = blob.sha256
     monkeypatch.setattr(
         ctx, "settings", Settings(data_dir=ctx.settings.data_dir, s3_presign_downloads=True)
     )
     # The memory store cannot presign: the bytes are served here.
-    assert plan_blob_download(ctx, sha, send_body=True, coding=None).redirect_url is None
+    assert plan_blob_download(ctx, blob, coding=None).redirect_url is None
+    assert cached_plan(ctx, blob, None) is None  # presigning is never planned from memory
     monkeypatch.setattr(ctx.blobs, "presigned_get_url", lambda sha256: f"https://s3/{sha256}")
     for coding in (None, "gzip"):
-        plan = plan_blob_download(ctx, sha, send_body=True, coding=coding)
+        plan = plan_blob_download(ctx, blob, coding=coding)
         assert (plan.redirect_url, plan.coding) == (f"https://s3/{sha}", None)
-    head = plan_blob_download(ctx, sha, send_body=False, coding="gzip")
-    assert (head.size, head.redirect_url, head.coding, head.head) == (len(TEXT), None, None, b"")
+    # A HEAD is answered from the blob's facts alone: no plan, so never redirected.
+    assert stored_blob(ctx, sha) == StoredFile(sha, len(TEXT), None, None)

@@ -7,8 +7,8 @@ import pytest
 from registry.blobstore import BlobNotFound
 from registry.errors import CartonNotFound, InvalidDigest, InvalidParameter
 from registry.services import cartons, deletes
-from registry.services.chunkstore.reader import find_file
 from registry.services.export import build_carton
+from registry.services.stored_blobs import stored_blob
 from tests.conftest import fixture_carton
 from tests.helpers import check_full, check_slim, make_carton, sha
 
@@ -51,7 +51,7 @@ def test_full_and_slim_forms(ctx, push) -> None:
 def test_the_same_inputs_give_the_same_bytes_and_any_range(ctx, push) -> None:
     manifest = push(fixture_carton("02")).manifest_sha256
     first = _bytes(build_carton(ctx, manifest, "full"))
-    ctx.caches.layouts.drop((manifest, "full"))  # lay it out again from the index
+    ctx.caches.facts.cartons.drop((manifest, "full"))  # lay it out again from the index
     again = build_carton(ctx, manifest, "full")
     assert _bytes(again) == first
     for start, end in ((0, 1), (10, 500), (len(first) - 7, None), (len(first), None)):
@@ -70,9 +70,9 @@ def test_layouts_are_cached_per_context_but_deletes_show_at_once(ctx, push) -> N
 def test_small_blobs_are_served_from_the_context_cache(ctx, push) -> None:
     manifest = push(make_carton({"w/small": b"inline me"}, model_name="m")).manifest_sha256
     body = _bytes(build_carton(ctx, manifest, "full"))
-    assert ctx.caches.small_blobs.get(sha(b"inline me")) == b"inline me"
+    assert ctx.caches.facts.small_blobs.get(sha(b"inline me")) == b"inline me"
     ctx.blobs.delete(sha(b"inline me"))  # behind the index's back: the cache still answers
-    ctx.caches.layouts.drop((manifest, "full"))
+    ctx.caches.facts.cartons.drop((manifest, "full"))
     assert _bytes(build_carton(ctx, manifest, "full")) == body
 
 
@@ -85,12 +85,12 @@ def test_bad_requests(ctx) -> None:
         build_carton(ctx, sha(b"never pushed"))
 
 
-def test_blob_found_from_the_index_else_the_store(ctx, push) -> None:
+def test_blob_size_from_the_index_else_the_store(ctx, push) -> None:
     push(make_carton({"w": BIG}, model_name="m"))
-    assert find_file(ctx, sha(BIG)).size == len(BIG)
+    assert stored_blob(ctx, sha(BIG)).size == len(BIG)
     ctx.blobs.put_bytes(sha(b"store only"), b"store only")
-    assert find_file(ctx, sha(b"store only")).size == len(b"store only")
+    assert stored_blob(ctx, sha(b"store only")).size == len(b"store only")
     with pytest.raises(BlobNotFound):
-        find_file(ctx, sha(b"absent"))
+        stored_blob(ctx, sha(b"absent"))
     with pytest.raises(InvalidDigest):
-        find_file(ctx, "ABC")
+        stored_blob(ctx, "ABC")

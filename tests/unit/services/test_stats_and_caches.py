@@ -45,8 +45,8 @@ def test_each_context_has_its_own_caches_and_observers(ctx) -> None:
     other = RegistryContext.open(ctx.settings)
     try:
         assert other.caches is not ctx.caches and other.observers is not ctx.observers
-        ctx.caches.small_blobs.put("k", b"v")
-        assert other.caches.small_blobs.get("k") is None
+        ctx.caches.facts.small_blobs.put("k", b"v")
+        assert other.caches.facts.small_blobs.get("k") is None
     finally:
         other.close()
 
