@@ -34,7 +34,12 @@ from registry.triton.compare import compare_output
 from registry.triton.documents import SelfTestReport
 from registry.triton.errors import TensorCodecError
 from registry.triton.mapping import CARTON_TO_TRITON
-from registry.triton.wire import WireTensor, decode_infer_body, encode_infer_request
+from registry.triton.wire import (
+    WireTensor,
+    decode_infer_body,
+    encode_infer_request,
+    json_size_bound,
+)
 
 
 @dataclass
@@ -149,13 +154,42 @@ def self_test_request(
         raise InvalidSelfTest(f"self test {index} cannot be encoded: {exc}") from exc
 
 
+# What a verify body may hold beyond the expected outputs' data: the JSON header (names,
+# shapes, parameters) and any outputs the self test does not check.
+VERIFY_BODY_ALLOWANCE = 1024 * 1024
+
+
+@dataclass
+class Verification:
+    """A self test ready to check an answer against, and how big that answer may be."""
+
+    model_name: str
+    index: int
+    test: SelfTestData
+    max_body_bytes: int
+
+
+def prepare_verification(
+    ctx: RegistryContext, name: str, version: int | None, index: int
+) -> Verification:
+    """Resolve the model, version and self test, and read its expected outputs.
+
+    Done before the request body is read: an unknown model costs nothing, and the body
+    is bounded by what the expected outputs can need (their JSON form at its longest,
+    plus ``VERIFY_BODY_ALLOWANCE``), never more than ``REGISTRY_MAX_V2_BODY_BYTES``.
+    """
+    data = load_self_test(ctx, name, version, index, need_expected=True)
+    assert data.expected is not None
+    try:
+        needed = sum(json_size_bound(t) for t in data.expected.values())
+    except TensorCodecError as exc:
+        raise InvalidSelfTest(f"self test {index} cannot be checked: {exc}") from exc
+    limit = min(needed + VERIFY_BODY_ALLOWANCE, ctx.settings.max_v2_body_bytes)
+    return Verification(name, index, data, limit)
+
+
 def verify_self_test(
-    ctx: RegistryContext,
-    name: str,
-    version: int | None,
-    index: int,
-    body: bytes,
-    header_length: int | None,
+    verification: Verification, body: bytes | bytearray, header_length: int | None
 ) -> SelfTestReport:
     """Compare an infer response body with the self test's expected_out (np.allclose-like)."""
     if header_length == 0:
@@ -164,14 +198,14 @@ def verify_self_test(
         _header, tensors = decode_infer_body(body, header_length, key="outputs")
     except TensorCodecError as exc:
         raise InvalidBody(f"malformed infer response: {exc}") from exc
-    data = load_self_test(ctx, name, version, index, need_expected=True)
-    assert data.expected is not None
+    expected = verification.test.expected
+    assert expected is not None
     actual = {t.name: t for t in tensors}
-    outputs = [compare_output(exp, actual.get(n)) for n, exp in data.expected.items()]
+    outputs = [compare_output(exp, actual.get(n)) for n, exp in expected.items()]
     return SelfTestReport(
-        model_name=name,
-        model_version=str(data.version),
-        self_test=index,
+        model_name=verification.model_name,
+        model_version=str(verification.test.version),
+        self_test=verification.index,
         passed=all(o.passed for o in outputs),
         outputs=outputs,
     )
