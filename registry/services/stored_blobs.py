@@ -96,16 +96,24 @@ def read_blob(
 
 
 def _read_chunked(ctx: RegistryContext, blob: StoredFile, start: int, stop: int) -> Iterator[bytes]:
-    """A chunked file's bytes: ``os.pread`` from local packs, else the store's read-ahead."""
+    """A chunked file's bytes: ``os.pread`` from local packs, else the store's read-ahead.
+
+    A pack gone from the store is named with the file it breaks (503, run fsck).
+    """
     ranges = blob.pack_ranges(start, stop)
-    if ranges and ctx.blobs.local_pack_path(ranges[0][0]) is None:
-        yield from ctx.blobs.iter_pack_ranges(ranges, READ_PIECE)
-        return
-    for name, lo, hi in ranges:
-        path = ctx.blobs.local_pack_path(name)
-        if path is None:
-            raise PackNotFound(name)
-        yield from _pread(path, blob.sha256, lo, hi, PackNotFound(name))
+    try:
+        if ranges and ctx.blobs.local_pack_path(ranges[0][0]) is None:
+            yield from ctx.blobs.iter_pack_ranges(ranges, READ_PIECE)
+            return
+        for name, lo, hi in ranges:
+            path = ctx.blobs.local_pack_path(name)
+            if path is None:
+                raise PackNotFound(name)
+            yield from _pread(path, blob.sha256, lo, hi, PackNotFound(name))
+    except PackNotFound as exc:
+        raise StorageUnavailable(
+            f"blob {blob.sha256}: pack {exc.name} is missing from the store (run fsck)"
+        ) from exc
 
 
 def _pread(path: Path, sha256: str, start: int, stop: int, missing: Exception) -> Iterator[bytes]:
