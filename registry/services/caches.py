@@ -6,6 +6,9 @@
   settings and store (carton rows are still checked on every use);
 - ``totals``: the index totals shown in page headers, reused for a few seconds;
 - ``storage``: the heavy ``/stats`` aggregates, refreshed in the background;
+- ``version_shares``: (previous, next manifest) -> (bytes shared, bytes of the next),
+  for the model pages (``chunk_savings``): a carton's files never change, so neither
+  does the figure;
 - ``generation``: bumped whenever a verb changes the index through this context.
   ``totals`` keys on it, so a process never shows figures older than its own writes;
   other processes' writes show up when the TTL runs out.
@@ -35,6 +38,7 @@ R = TypeVar("R")
 
 SMALL_BLOBS_MAX_BYTES = 32 * MiB
 LAYOUTS_MAX = 256  # a layout holds sizes, CRCs and readers, not blob bytes
+VERSION_SHARES_MAX = 4096
 TOTALS_TTL_SECONDS = 5.0
 
 
@@ -79,6 +83,11 @@ class LruCache(Generic[K, V]):
             if old is not None:
                 self._weight -= self._weigh(old)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._weight = 0
+
 
 @dataclass
 class Expiring(Generic[V]):
@@ -117,6 +126,9 @@ class Caches:
         self.layouts: LruCache[tuple[str, str], ExportedCarton] = LruCache(LAYOUTS_MAX)
         self.totals: Expiring[dict[str, Any]] = Expiring(TOTALS_TTL_SECONDS)
         self.storage = BackgroundValue()
+        self.version_shares: LruCache[tuple[str, str], tuple[int, int]] = LruCache(
+            VERSION_SHARES_MAX
+        )
         self.generation = 0
         self._generation_lock = threading.Lock()
 
