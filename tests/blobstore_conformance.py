@@ -1,20 +1,24 @@
 """One conformance suite for every BlobStore backend (after zarr-python's ``StoreTests``).
 
 Subclass ``BlobStoreConformance`` in a test module, provide a ``store`` fixture
-(function scope, an empty store) and the two out-of-band hooks, which reach the
-backend directly, bypassing the interface (at the documented key layout,
-``layout_key``, where the backend has keys):
+(function scope, an empty store) and the out-of-band hooks, which reach the backend
+directly, bypassing the interface, at the documented key layout (``layout_key`` for a
+blob, ``pack_layout_key`` for a pack; ``tests/rawstore.py`` has them for our backends):
 
-- ``raw_get(store, sha256)``: the bytes stored under that digest's key, or None;
-- ``raw_set(store, sha256, data)``: write ``data`` under that key, unchecked.
+- ``raw_get(store, key)``: the bytes stored under that key, or None;
+- ``raw_set(store, key, data)``: write ``data`` under that key, unchecked;
+- ``incomplete_uploads(store)``: the uploads in progress or abandoned (temp files,
+  incomplete multipart uploads), so that an aborted write is seen to leave none.
 
 So the tests check what the interface wrote, and read what was written behind its
 back (restored backups, rsync-ed folders, a disk that rots). Optional hooks:
 
 - ``large_size``: bytes for the "larger than a part" test (default ~12 MiB)
+- ``pack_large_size``: bytes of a pack written in several parts (default ~17 MiB)
 - ``make_abandoned_upload(store)``: leave an incomplete upload behind, older
   than any cutoff; return True, or False if the backend has no such thing
 - ``created_exactly_once``: whether concurrent puts report created=True once
+- ``upload_ages_known``: whether the backend tells a fresh upload from an old one
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import abc
 import hashlib
 import io
 import os
+import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -30,17 +35,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from registry.blobstore import BlobDigestMismatch, BlobInfo, BlobNotFound, BlobStore, PutResult
+from registry.blobstore.base import PackInfo, PackWriter, new_pack_name
+from registry.blobstore.errors import BlobStoreUnavailable, PackNotFound
+from tests.rawstore import layout_key, pack_layout_key
 
 MiB = 1024 * 1024
 
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def layout_key(sha256: str) -> str:
-    """Where every backend keeps a blob, relative to its root (``blobstore/base.py``)."""
-    return f"sha256/{sha256[:2]}/{sha256[2:4]}/{sha256}"
 
 
 class TrickleStream(io.RawIOBase):
@@ -86,15 +89,21 @@ class FailingStream(io.RawIOBase):
 
 class BlobStoreConformance(abc.ABC):
     large_size: int = 12 * MiB + 12345
+    pack_large_size: int = 17 * MiB + 4321
+    upload_ages_known: bool = True
     created_exactly_once: bool = True
 
     @abc.abstractmethod
-    def raw_get(self, store: BlobStore, sha256: str) -> bytes | None:
-        """The bytes under ``layout_key(sha256)``, read from the backend directly."""
+    def raw_get(self, store: BlobStore, key: str) -> bytes | None:
+        """The bytes under ``key``, read from the backend directly."""
 
     @abc.abstractmethod
-    def raw_set(self, store: BlobStore, sha256: str, data: bytes) -> None:
-        """Write ``data`` under ``layout_key(sha256)`` directly, without any check."""
+    def raw_set(self, store: BlobStore, key: str, data: bytes) -> None:
+        """Write ``data`` under ``key`` directly, without any check."""
+
+    @abc.abstractmethod
+    def incomplete_uploads(self, store: BlobStore) -> list[str]:
+        """Uploads in progress or abandoned, seen from the backend directly."""
 
     def make_abandoned_upload(self, store: BlobStore) -> bool:
         return False
@@ -103,16 +112,16 @@ class BlobStoreConformance(abc.ABC):
 
     def test_put_writes_the_bytes_under_the_layout_key(self, store: BlobStore) -> None:
         small, large = b"small blob", os.urandom(self.large_size)
-        assert self.raw_get(store, sha(small)) is None
+        assert self.raw_get(store, layout_key(sha(small))) is None
         store.put_bytes(sha(small), small)
         store.put(sha(large), TrickleStream(large))
-        assert self.raw_get(store, sha(small)) == small
-        assert self.raw_get(store, sha(large)) == large
+        assert self.raw_get(store, layout_key(sha(small))) == small
+        assert self.raw_get(store, layout_key(sha(large))) == large
 
     def test_reads_what_was_written_behind_its_back(self, store: BlobStore) -> None:
         data = bytes(range(256)) * 50
         h = sha(data)
-        self.raw_set(store, h, data)
+        self.raw_set(store, layout_key(h), data)
         assert store.exists(h) and store.stat(h) == len(data)
         assert store.exists_many([h, sha(b"other")]) == {h}
         assert store.read_bytes(h) == data
@@ -122,29 +131,29 @@ class BlobStoreConformance(abc.ABC):
     def test_reads_do_not_verify_bytes(self, store: BlobStore) -> None:
         """A blob that rotted on disk is served as it is: finding it is fsck's job."""
         h = sha(b"original")
-        self.raw_set(store, h, b"rotten")
+        self.raw_set(store, layout_key(h), b"rotten")
         assert store.stat(h) == len(b"rotten")
         assert store.read_bytes(h) == b"rotten"
 
     def test_put_keeps_a_blob_that_is_already_there(self, store: BlobStore) -> None:
         data = b"restored from a backup"
-        self.raw_set(store, sha(data), data)
+        self.raw_set(store, layout_key(sha(data)), data)
         assert store.put_bytes(sha(data), data) == PutResult(sha(data), len(data), False)
-        assert self.raw_get(store, sha(data)) == data
+        assert self.raw_get(store, layout_key(sha(data))) == data
 
     def test_delete_removes_what_was_set_behind_its_back(self, store: BlobStore) -> None:
         data = b"set out of band"
-        self.raw_set(store, sha(data), data)
+        self.raw_set(store, layout_key(sha(data)), data)
         assert store.delete(sha(data)) is True
-        assert self.raw_get(store, sha(data)) is None
+        assert self.raw_get(store, layout_key(sha(data))) is None
 
     def test_a_refused_put_writes_nothing_anywhere(self, store: BlobStore) -> None:
         data = os.urandom(self.large_size)
         claimed = sha(b"claimed")
         with pytest.raises(BlobDigestMismatch):
             store.put(claimed, TrickleStream(data))
-        assert self.raw_get(store, claimed) is None
-        assert self.raw_get(store, sha(data)) is None
+        assert self.raw_get(store, layout_key(claimed)) is None
+        assert self.raw_get(store, layout_key(sha(data))) is None
 
     # -- basics ----------------------------------------------------------------
 
@@ -420,3 +429,200 @@ class BlobStoreConformance(abc.ABC):
         path = store.local_path(sha(data))
         if path is not None:
             assert path.read_bytes() == data
+
+    # -- packs ---------------------------------------------------------------------------
+
+    def write_pack(self, store: BlobStore, data: bytes, piece: int = 700_001) -> PackWriter:
+        """A pack of ``data`` appended in irregular pieces, not committed yet."""
+        writer = store.new_pack(new_pack_name())
+        at, n = 0, 0
+        while at < len(data):
+            size = max(1, piece - (n % 5) * 99_991)
+            writer.write(data[at : at + size])
+            at, n = at + size, n + 1
+        assert writer.size == len(data)
+        return writer
+
+    def assert_no_pack(self, store: BlobStore, name: str) -> None:
+        assert self.raw_get(store, pack_layout_key(name)) is None
+        assert store.pack_size(name) is None
+        assert name not in {p.name for p in store.iter_packs()}
+        with pytest.raises(PackNotFound):
+            store.open_pack(name)
+
+    @pytest.mark.parametrize("size", [1, 300_000, "large"])
+    def test_a_pack_is_published_by_commit_and_not_before(
+        self, store: BlobStore, size: int | str
+    ) -> None:
+        data = os.urandom(self.pack_large_size if size == "large" else int(size))
+        before = datetime.now(UTC) - timedelta(minutes=5)
+        writer = self.write_pack(store, data)
+        self.assert_no_pack(store, writer.name)
+        writer.commit()
+        assert self.raw_get(store, pack_layout_key(writer.name)) == data
+        assert store.pack_size(writer.name) == len(data)
+        assert store.read_pack(writer.name, 0, len(data)) == data
+        (info,) = store.iter_packs()
+        assert isinstance(info, PackInfo) and (info.name, info.size) == (writer.name, len(data))
+        assert info.modified.utcoffset() == timedelta(0)
+        assert before <= info.modified <= datetime.now(UTC) + timedelta(minutes=5)
+        assert self.incomplete_uploads(store) == []
+        assert list(store.iter_blobs()) == []  # packs and blobs are apart
+
+    @pytest.mark.parametrize("size", [300_000, "large"])
+    def test_an_aborted_pack_leaves_nothing(self, store: BlobStore, size: int | str) -> None:
+        data = os.urandom(self.pack_large_size if size == "large" else int(size))
+        writer = self.write_pack(store, data)
+        writer.abort()
+        self.assert_no_pack(store, writer.name)
+        assert self.incomplete_uploads(store) == []
+        assert list(store.iter_packs()) == []
+        # and the store still works afterwards
+        again = self.write_pack(store, data)
+        again.commit()
+        assert store.read_pack(again.name, len(data) - 5, len(data)) == data[-5:]
+
+    def test_reading_any_range_of_a_pack(self, store: BlobStore) -> None:
+        large, small = os.urandom(self.pack_large_size), os.urandom(100_000)
+        big_pack, small_pack = self.write_pack(store, large), self.write_pack(store, small)
+        big_pack.commit()
+        small_pack.commit()
+        packs = {big_pack.name: large, small_pack.name: small}
+        a, b = big_pack.name, small_pack.name
+
+        def read(name: str, start: int = 0, end: int | None = None) -> bytes:
+            with store.open_pack(name, start, end) as f:
+                return f.read()
+
+        assert read(b) == small and read(b, 0, None) == small
+        assert read(b, 10, 20) == small[10:20]
+        assert read(b, 99_999) == small[-1:]
+        assert read(b, 5, 5) == b"" and read(b, len(small)) == b""
+        assert read(b, 90_000, 200_000) == small[90_000:]  # clamped, as for blobs
+        with store.open_pack(b, 10, 20) as f:
+            assert f.read(3) == small[10:13]
+            assert f.read(100) == small[13:20]
+            assert f.read(1) == b""
+        assert store.read_pack(b, 95_000, 200_000) == small[95_000:]
+
+        rng = random.Random(1234)
+        ranges = [(a, 0, len(large)), (b, 0, 0), (b, 7, 8), (a, 5 * MiB - 3, 13 * MiB + 7)]
+        for _ in range(20):
+            name = rng.choice([a, b])
+            lo = rng.randrange(len(packs[name]))
+            ranges.append((name, lo, rng.randint(lo, len(packs[name]))))
+        expected = b"".join(packs[name][lo:hi] for name, lo, hi in ranges)
+        for name, lo, hi in ranges[-6:]:
+            assert store.read_pack(name, lo, hi) == packs[name][lo:hi]
+            assert read(name, lo, hi) == packs[name][lo:hi]
+        pieces = list(store.iter_pack_ranges(ranges, chunk_size=65_537))
+        assert b"".join(pieces) == expected
+        assert max(len(p) for p in pieces) <= 65_537
+        assert b"".join(store.iter_pack_ranges(iter(ranges))) == expected  # a generator
+
+    def test_a_range_past_the_end_of_a_pack_is_a_lost_pack(self, store: BlobStore) -> None:
+        """The index says the bytes are there: a pack shorter than that lost data."""
+        writer = self.write_pack(store, os.urandom(1000))
+        writer.commit()
+        with pytest.raises(PackNotFound) as info:
+            list(store.iter_pack_ranges([(writer.name, 0, 10), (writer.name, 990, 1001)]))
+        assert info.value.name == writer.name
+
+    def test_a_missing_pack_is_pack_not_found(self, store: BlobStore) -> None:
+        name = new_pack_name()
+        with pytest.raises(PackNotFound) as info:
+            store.open_pack(name)
+        assert info.value.name == name and name in str(info.value)
+        assert isinstance(info.value, BlobStoreUnavailable)  # data lost: not a 404
+        with pytest.raises(PackNotFound):
+            store.open_pack(name, 0, 0)
+        with pytest.raises(PackNotFound):
+            store.read_pack(name, 10, 20)
+        with pytest.raises(PackNotFound):
+            list(store.iter_pack_ranges([(name, 0, 10)]))
+        assert store.pack_size(name) is None
+        assert store.delete_pack(name) is False
+
+    def test_pack_size_iter_packs_and_delete_pack(self, store: BlobStore) -> None:
+        assert list(store.iter_packs()) == []
+        sizes = {}
+        for size in (10, 2000, 70_000):
+            writer = self.write_pack(store, os.urandom(size))
+            writer.commit()
+            sizes[writer.name] = size
+        store.put_bytes(sha(b"a blob"), b"a blob")
+        assert {p.name: p.size for p in store.iter_packs()} == sizes
+        assert {n: store.pack_size(n) for n in sizes} == sizes
+        gone = sorted(sizes)[0]
+        assert store.delete_pack(gone) is True
+        assert store.delete_pack(gone) is False
+        self.assert_no_pack(store, gone)
+        assert {p.name for p in store.iter_packs()} == set(sizes) - {gone}
+        assert [b.sha256 for b in store.iter_blobs()] == [sha(b"a blob")]
+
+    def test_reads_a_pack_written_behind_its_back(self, store: BlobStore) -> None:
+        name, data = new_pack_name(), os.urandom(5000)
+        self.raw_set(store, pack_layout_key(name), data)
+        assert store.pack_size(name) == len(data)
+        assert [(p.name, p.size) for p in store.iter_packs()] == [(name, len(data))]
+        assert store.read_pack(name, 100, 300) == data[100:300]
+        assert b"".join(store.iter_pack_ranges([(name, 4000, 5000)])) == data[4000:]
+        assert store.delete_pack(name) is True
+        assert self.raw_get(store, pack_layout_key(name)) is None
+
+    @pytest.mark.parametrize(
+        "bad", ["", "abc", "A" * 32, "g" * 32, "0" * 31, "0" * 33, "../" + "0" * 29, sha(b"x")]
+    )
+    def test_invalid_pack_names_rejected(self, store: BlobStore, bad: str) -> None:
+        for call in (
+            store.new_pack,
+            store.open_pack,
+            store.pack_size,
+            store.delete_pack,
+            lambda name: list(store.iter_pack_ranges([(name, 0, 1)])),
+        ):
+            with pytest.raises(ValueError):
+                call(bad)
+        assert list(store.iter_packs()) == []
+
+    def test_invalid_pack_ranges(self, store: BlobStore) -> None:
+        writer = self.write_pack(store, b"x" * 100)
+        writer.commit()
+        with pytest.raises(ValueError):
+            store.open_pack(writer.name, -1)
+        with pytest.raises(ValueError):
+            store.open_pack(writer.name, 10, 5)
+
+    def test_concurrent_pack_writers(self, store: BlobStore) -> None:
+        datas = [os.urandom(self.pack_large_size // 2 + i) for i in range(3)]
+        barrier = threading.Barrier(len(datas))
+
+        def write(data: bytes) -> str:
+            barrier.wait(timeout=30)
+            writer = self.write_pack(store, data, piece=1_000_003)
+            writer.commit()
+            return writer.name
+
+        with ThreadPoolExecutor(len(datas)) as pool:
+            names = list(pool.map(write, datas))
+        assert {p.name: p.size for p in store.iter_packs()} == {
+            n: len(d) for n, d in zip(names, datas, strict=True)
+        }
+        for name, data in zip(names, datas, strict=True):
+            assert self.raw_get(store, pack_layout_key(name)) == data
+        assert self.incomplete_uploads(store) == []
+
+    def test_clean_stale_uploads_removes_an_abandoned_pack_upload(self, store: BlobStore) -> None:
+        kept = self.write_pack(store, b"a published pack")
+        kept.commit()
+        abandoned = self.write_pack(store, os.urandom(self.pack_large_size))  # a crashed push
+        in_progress = self.incomplete_uploads(store)
+        if self.upload_ages_known:
+            assert store.clean_stale_uploads(3600) == 0  # still being written, for all it knows
+            assert self.incomplete_uploads(store) == in_progress
+        assert store.clean_stale_uploads(0) == len(in_progress)
+        assert self.incomplete_uploads(store) == []
+        self.assert_no_pack(store, abandoned.name)
+        abandoned.abort()  # the writer coming back to it finds nothing to undo
+        assert [p.name for p in store.iter_packs()] == [kept.name]
+        assert store.read_pack(kept.name, 0, 16) == b"a published pack"

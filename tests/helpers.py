@@ -10,11 +10,9 @@ import hashlib
 import io
 import zipfile
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 from sqlalchemy import select
 
-from registry.blobstore import MemoryBlobStore
 from registry.carton.links import parse_links, write_links
 from registry.carton.manifest import build_manifest, parse_manifest
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
@@ -149,14 +147,3 @@ def referenced(ctx: RegistryContext) -> set[str]:
     """The digests some carton file names."""
     with ctx.sessions() as s:
         return set(s.scalars(select(CartonFile.blob_sha256).distinct()))
-
-
-def memory_blob(store: MemoryBlobStore, sha256: str) -> bytes | None:
-    """The bytes a memory store holds under ``sha256``, read behind its interface."""
-    entry = store._blobs.get(sha256)
-    return None if entry is None else entry[0]
-
-
-def set_memory_blob(store: MemoryBlobStore, sha256: str, data: bytes) -> None:
-    """Put ``data`` under ``sha256`` behind the interface, unchecked (a disk that rots)."""
-    store._blobs[sha256] = (data, datetime.now(UTC))

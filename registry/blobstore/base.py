@@ -40,6 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
+from registry.blobstore.errors import PackNotFound
 from registry.carton.digests import is_sha256
 from registry.carton.streams import CHUNK, read_full
 
@@ -264,13 +265,19 @@ class BlobStore(abc.ABC):
     def iter_pack_ranges(
         self, ranges: Iterable[tuple[str, int, int]], chunk_size: int = CHUNK
     ) -> Iterator[bytes]:
-        """The bytes of every (pack, start, end) range in turn; backends may read ahead."""
+        """The bytes of every (pack, start, end) range in turn; backends may read ahead.
+
+        The ranges come from the index: a pack shorter than one of them lost data, and
+        is ``PackNotFound`` as a missing one is (never a short read).
+        """
         for name, start, end in ranges:
             with self.open_pack(name, start, end) as f:
-                while True:
-                    data = f.read(chunk_size)
+                remaining = end - start
+                while remaining > 0:
+                    data = f.read(min(chunk_size, remaining))
                     if not data:
-                        break
+                        raise PackNotFound(name)
+                    remaining -= len(data)
                     yield data
 
     @abc.abstractmethod

@@ -11,6 +11,8 @@ edge maps them all). Where things are:
   allow-listed and pinned); ``leases`` (pushes vs GC); ``uploads`` (spooled bodies)
 - reads: ``cartons``, ``models``, ``listing`` (the model list and its index columns),
   ``references`` (name, name:version, name@tag, hash), ``stats``, ``webviews`` (pages),
+  ``chunk_savings`` (what versions share below the file), ``storage_accounting``
+  (per-model shared and exclusive bytes), both for the pages,
   ``lookups`` (reads that open their own session, for callers that hold none)
 - writes: ``tags``, ``deletes``; pull: ``export`` (rebuilt slim/full cartons),
   ``blob_serving`` (a blob download: presigned redirect, identity or compressed bytes)

@@ -7,6 +7,9 @@
   (``registry.services.freshness`` says how every process learns that it changed);
 - ``totals``: the index totals shown in page headers, reused for a few seconds;
 - ``storage``: the heavy ``/stats`` aggregates, refreshed in the background;
+- ``version_shares``: (previous, next manifest) -> (bytes shared, bytes of the next),
+  for the model pages (``chunk_savings``): a carton's files never change, so neither
+  does the figure;
 - ``local_generation``: bumped whenever a verb changes the index through this context.
   ``totals`` keys on it, so a process never shows figures older than its own writes;
   other processes' writes show up when the TTL runs out.
@@ -40,6 +43,7 @@ SMALL_BLOBS_MAX_BYTES = 32 * MiB
 LAYOUTS_MAX = 256  # a layout holds sizes and CRCs, and a small carton's bytes (<= 256 KiB)
 STORED_BLOBS_MAX = 65536  # about 200 bytes each
 TOKENS_MAX = 4096
+VERSION_SHARES_MAX = 4096
 # How long a process trusts the shared generation it read; a verb that bumps it waits
 # this long after committing (``registry.services.freshness``).
 GENERATION_TRUST_SECONDS = 0.05
@@ -181,6 +185,9 @@ class Caches:
         self.facts = ReadFacts()
         self.totals: Expiring[dict[str, Any]] = Expiring(TOTALS_TTL_SECONDS)
         self.storage = BackgroundValue()
+        self.version_shares: LruCache[tuple[str, str], tuple[int, int]] = LruCache(
+            VERSION_SHARES_MAX
+        )
         self.local_generation = 0
         self._generation_lock = threading.Lock()
 

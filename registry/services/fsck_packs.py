@@ -3,9 +3,11 @@
 ``check_packs`` compares every live pack row with the store listing (missing,
 wrong size) and names the chunked files those packs damage. With hashes it
 reads each pack once, front to back, and checks every chunk's BLAKE3 against
-the pack's chunk table; then it reassembles every chunked file and checks its
+the pack's chunk table, naming each bad chunk (pack, index, BLAKE3) and the files
+whose segments cover it; then it reassembles every chunked file and checks its
 sha256, so a file is reported whatever broke it. Problems are re-checked
-before they are reported, as ``fsck`` does for whole blobs.
+before they are reported, as ``fsck`` does for whole blobs: a pack whose row GC
+deleted meanwhile, or a file whose chunks GC moved, is no problem.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from typing import Any
 from sqlalchemy import select
 
 from registry.blobstore.chunking import chunk_hash
+from registry.blobstore.errors import PackNotFound
 from registry.carton.streams import CHUNK
+from registry.db.queries import in_chunks
 from registry.db.tables import Blob, BlobSegment, Pack
 from registry.services.chunkstore.layout import parse_pack_table
-from registry.services.chunkstore.reader import iter_file, load_files
+from registry.services.chunkstore.reader import StoredFile, iter_file, load_file, load_files
 from registry.services.context import RegistryContext
 
 
@@ -29,7 +33,7 @@ from registry.services.context import RegistryContext
 class PackFindings:
     packs_missing: list[str] = field(default_factory=list)
     packs_wrong_size: list[str] = field(default_factory=list)
-    corrupt_chunks: list[dict[str, Any]] = field(default_factory=list)  # pack, idx, hash
+    corrupt_chunks: list[dict[str, Any]] = field(default_factory=list)  # pack, idx, hash, files
     orphan_packs: list[str] = field(default_factory=list)
     packs_checked: int = 0
     chunks_hashed: int = 0
@@ -39,18 +43,38 @@ class PackFindings:
     files_hashed: int = 0
 
 
-def _packs(ctx: RegistryContext) -> dict[str, tuple[int, int, bytes]]:
-    """Live packs: name -> (id, size, chunk table)."""
+def _packs(ctx: RegistryContext) -> tuple[dict[str, tuple[int, int]], set[str]]:
+    """Live packs (name -> (id, size)), and the retired ones' names (still rows, not orphans)."""
     with ctx.sessions() as session:
-        rows = session.execute(
-            select(Pack.name, Pack.id, Pack.size, Pack.chunk_table).where(Pack.retired_at.is_(None))
-        ).all()
+        rows = session.execute(select(Pack.name, Pack.id, Pack.size, Pack.retired_at)).all()
         session.rollback()
-    return {r.name: (r.id, int(r.size), bytes(r.chunk_table)) for r in rows}
+    live = {r.name: (r.id, int(r.size)) for r in rows if r.retired_at is None}
+    return live, {r.name for r in rows if r.retired_at is not None}
 
 
-def _files_using(ctx: RegistryContext, pack_id: int, chunks: set[int] | None) -> list[str]:
-    """Chunked files with a segment in the pack (covering one of ``chunks`` when given)."""
+def _chunk_table(ctx: RegistryContext, pack_id: int) -> bytes:
+    with ctx.sessions() as session:
+        table = session.scalar(select(Pack.chunk_table).where(Pack.id == pack_id))
+        session.rollback()
+    return bytes(table or b"")
+
+
+def _live_rows(ctx: RegistryContext, names: list[str]) -> set[str]:
+    """Those of ``names`` that still have a live row (GC may have taken one meanwhile)."""
+    found: set[str] = set()
+    with ctx.sessions() as session:
+        for batch in in_chunks(names):
+            found.update(
+                session.scalars(
+                    select(Pack.name).where(Pack.name.in_(batch), Pack.retired_at.is_(None))
+                )
+            )
+        session.rollback()
+    return found
+
+
+def _segments(ctx: RegistryContext, pack_id: int) -> list[tuple[str, int, int]]:
+    """(file sha256, first chunk, end chunk) of every segment in the pack."""
     with ctx.sessions() as session:
         rows = session.execute(
             select(BlobSegment.blob_sha256, BlobSegment.first_chunk, BlobSegment.end_chunk).where(
@@ -58,9 +82,12 @@ def _files_using(ctx: RegistryContext, pack_id: int, chunks: set[int] | None) ->
             )
         ).all()
         session.rollback()
-    return sorted(
-        {sha for sha, first, end in rows if chunks is None or any(first <= i < end for i in chunks)}
-    )
+    return [(sha, int(first), int(end)) for sha, first, end in rows]
+
+
+def _files_covering(segments: list[tuple[str, int, int]], idx: int | None) -> list[str]:
+    """Files with a segment covering chunk ``idx`` (any segment when None)."""
+    return sorted({sha for sha, first, end in segments if idx is None or first <= idx < end})
 
 
 def _verify_pack(ctx: RegistryContext, name: str, table: bytes, findings: PackFindings) -> set[int]:
@@ -83,43 +110,74 @@ def _verify_pack(ctx: RegistryContext, name: str, table: bytes, findings: PackFi
     return bad
 
 
+def _lost(ctx: RegistryContext, name: str, size: int, stored: dict[str, int]) -> str | None:
+    """How the pack's object disagrees with its row (None: it does not)."""
+    actual = stored[name] if name in stored else ctx.blobs.pack_size(name)
+    if actual is None:
+        return "missing"
+    if actual != size:
+        return "wrong size"
+    return None
+
+
+def _report_lost(
+    ctx: RegistryContext, name: str, pack_id: int, why: str, size: int, findings: PackFindings
+) -> None:
+    if why == "missing":
+        findings.packs_missing.append(name)
+        problem = f"is missing pack {name} from the blob store"
+    else:
+        findings.packs_wrong_size.append(name)
+        problem = f"has pack {name} of the wrong size in the blob store (expected {size})"
+    for sha in _files_covering(_segments(ctx, pack_id), None):
+        findings.files.setdefault(sha, problem)
+
+
 def check_packs(
     ctx: RegistryContext, verify_hashes: bool, sample: int | None, findings: PackFindings
 ) -> None:
-    packs = _packs(ctx)
+    packs, retired = _packs(ctx)
     stored = {p.name: p.size for p in ctx.blobs.iter_packs()}
     findings.packs_checked = len(packs)
-    findings.orphan_packs = sorted(set(stored) - set(packs))
-    for name, (pack_id, size, _) in sorted(packs.items()):
-        actual = ctx.blobs.pack_size(name) if name not in stored else stored[name]
-        if actual is None:
-            findings.packs_missing.append(name)
-            problem = f"is missing pack {name} from the blob store"
-        elif actual != size:
-            findings.packs_wrong_size.append(name)
-            problem = f"has pack {name} of the wrong size in the blob store (expected {size})"
-        else:
-            continue
-        for sha in _files_using(ctx, pack_id, None):
-            findings.files.setdefault(sha, problem)
+    findings.orphan_packs = sorted(set(stored) - set(packs) - retired)
+    lost = {
+        name: why
+        for name, (_, size) in sorted(packs.items())
+        if (why := _lost(ctx, name, size, stored)) is not None
+    }
+    # Re-checked: GC deletes a dead pack's rows, then its object, while we looked.
+    live = _live_rows(ctx, sorted(lost)) if lost else set()
+    for name, why in lost.items():
+        if name in live:
+            pack_id, size = packs[name]
+            _report_lost(ctx, name, pack_id, why, size, findings)
     if not verify_hashes:
         return
 
-    damaged = set(findings.packs_missing) | set(findings.packs_wrong_size)
-    to_verify = sorted(name for name in packs if name not in damaged)
+    to_verify = sorted(name for name in packs if name not in lost)
     if sample is not None and sample < len(to_verify):
         to_verify = sorted(random.sample(to_verify, max(0, sample)))
     for name in to_verify:
-        pack_id, _, table = packs[name]
-        bad = _verify_pack(ctx, name, table, findings)
+        pack_id, size = packs[name]
+        table = _chunk_table(ctx, pack_id)
+        try:
+            bad = _verify_pack(ctx, name, table, findings)
+        except PackNotFound:  # deleted or truncated since the listing
+            why = _lost(ctx, name, size, {})
+            if why is not None and name in _live_rows(ctx, [name]):
+                _report_lost(ctx, name, pack_id, why, size, findings)
+            continue
         if not bad:
             continue
         entries = parse_pack_table(table)
-        findings.corrupt_chunks.extend(
-            {"pack": name, "idx": i, "hash": entries[i][0]} for i in sorted(bad)
-        )
-        for sha in _files_using(ctx, pack_id, bad):
-            findings.files.setdefault(sha, f"has corrupt chunks in pack {name}")
+        segments = _segments(ctx, pack_id)
+        for i in sorted(bad):
+            files = _files_covering(segments, i)
+            findings.corrupt_chunks.append(
+                {"pack": name, "idx": i, "hash": entries[i][0], "files": files}
+            )
+            for sha in files:
+                findings.files.setdefault(sha, f"has corrupt chunk {i} in pack {name}")
 
     with ctx.sessions() as session:
         chunked = sorted(session.scalars(select(Blob.sha256).where(Blob.chunked.is_(True))))
@@ -132,10 +190,37 @@ def check_packs(
             files = load_files(session, todo[batch_start : batch_start + 100])
             session.rollback()
         for sha, stored_file in files.items():
-            h = hashlib.sha256()
-            for data in iter_file(ctx.blobs, stored_file):
-                h.update(data)
-            findings.files_hashed += 1
-            findings.bytes_hashed += stored_file.size
-            if h.hexdigest() != sha:
-                findings.files[sha] = "is corrupt (its chunks do not reassemble to its sha256)"
+            problem = _reassemble(ctx, stored_file, findings)
+            if problem is not None:
+                findings.files[sha] = problem
+
+
+def _digest(ctx: RegistryContext, stored_file: StoredFile) -> str:
+    h = hashlib.sha256()
+    for data in iter_file(ctx.blobs, stored_file):
+        h.update(data)
+    return h.hexdigest()
+
+
+def _reassemble(
+    ctx: RegistryContext, stored_file: StoredFile, findings: PackFindings
+) -> str | None:
+    """What is wrong with the file's bytes once reassembled, or None."""
+    try:
+        actual = _digest(ctx, stored_file)
+    except PackNotFound as exc:
+        # GC may have moved the file's chunks (and deleted the old pack) meanwhile.
+        with ctx.sessions() as session:
+            now = load_file(session, stored_file.sha256)
+            session.rollback()
+        if now is None:
+            return None  # collected meanwhile
+        try:
+            actual = _digest(ctx, now)
+        except PackNotFound:
+            return f"is missing pack {exc.name} from the blob store"
+    findings.files_hashed += 1
+    findings.bytes_hashed += stored_file.size
+    if actual != stored_file.sha256:
+        return "is corrupt (its chunks do not reassemble to its sha256)"
+    return None

@@ -192,7 +192,7 @@ def _sweep(
             if dry_run:
                 for sha in batch:
                     report.blobs_deleted += 1
-                    report.bytes_freed += int(sizes.get(sha, candidates[sha]))
+                    report.bytes_freed += ctx.blobs.stat(sha) or 0  # a chunked file: its packs
                     report.deleted.append(sha)
                 continue
             session.execute(delete(Blob).where(Blob.sha256.in_(batch)))
@@ -245,7 +245,8 @@ def collect_garbage(ctx: RegistryContext, grace_seconds: float, dry_run: bool = 
             candidates = _mark(ctx, cutoff)
             report.candidates = len(candidates)
             _sweep(ctx, candidates, report, dry_run)
-            collect_packs(ctx, grace_seconds, report.packs, dry_run)
+            gone = frozenset(report.deleted) if dry_run else frozenset()
+            collect_packs(ctx, grace_seconds, report.packs, dry_run, gone)
             report.bytes_freed += report.packs.pack_bytes_freed
             temp_age = max(grace_seconds, ctx.settings.lease_timeout)
             if not dry_run:

@@ -65,16 +65,20 @@ class _Liveness:
         return sum(self.table[i][1] for i in self.live)
 
 
-def _live_chunks(session: Session, pack_id: int) -> frozenset[int]:
+def _live_chunks(session: Session, pack_id: int, gone: frozenset[str]) -> frozenset[int]:
+    """Chunks of the pack that segments use, those of the ``gone`` files aside."""
     live: set[int] = set()
-    for first, end in session.execute(
-        select(BlobSegment.first_chunk, BlobSegment.end_chunk).where(BlobSegment.pack_id == pack_id)
+    for sha, first, end in session.execute(
+        select(BlobSegment.blob_sha256, BlobSegment.first_chunk, BlobSegment.end_chunk).where(
+            BlobSegment.pack_id == pack_id
+        )
     ):
-        live.update(range(first, end))
+        if sha not in gone:
+            live.update(range(first, end))
     return frozenset(live)
 
 
-def _candidates(ctx: RegistryContext, cutoff: datetime) -> list[_Liveness]:
+def _candidates(ctx: RegistryContext, cutoff: datetime, gone: frozenset[str]) -> list[_Liveness]:
     """Packs old enough to judge, with the chunks their segments use now."""
     with ctx.sessions() as session:
         packs = session.execute(
@@ -83,10 +87,16 @@ def _candidates(ctx: RegistryContext, cutoff: datetime) -> list[_Liveness]:
             )
         ).all()
         live: dict[int, set[int]] = {}
-        for pack_id, first, end in session.execute(
-            select(BlobSegment.pack_id, BlobSegment.first_chunk, BlobSegment.end_chunk)
+        for sha, pack_id, first, end in session.execute(
+            select(
+                BlobSegment.blob_sha256,
+                BlobSegment.pack_id,
+                BlobSegment.first_chunk,
+                BlobSegment.end_chunk,
+            )
         ):
-            live.setdefault(pack_id, set()).update(range(first, end))
+            if sha not in gone:
+                live.setdefault(pack_id, set()).update(range(first, end))
         session.rollback()
     return [
         _Liveness(
@@ -104,13 +114,15 @@ def _leased(session: Session, ctx: RegistryContext, name: str) -> bool:
     return bool(live_leased_packs(session, [name], ctx.settings.lease_timeout))
 
 
-def _delete_dead(ctx: RegistryContext, pack: _Liveness, report: PackReport, dry_run: bool) -> None:
+def _delete_dead(
+    ctx: RegistryContext, pack: _Liveness, report: PackReport, dry_run: bool, gone: frozenset[str]
+) -> None:
     with ctx.transaction() as session:
         lock_blobs_exclusive(session)
         if _leased(session, ctx, pack.name):
             report.packs_skipped_leased += 1
             return
-        if _live_chunks(session, pack.id):
+        if _live_chunks(session, pack.id, gone):
             return  # a push indexed a file using it since the mark
         if dry_run:
             report.packs_deleted += 1
@@ -161,7 +173,7 @@ def _rewrite(ctx: RegistryContext, pack: _Liveness, report: PackReport, dry_run:
             if _leased(session, ctx, pack.name):
                 report.packs_skipped_leased += 1
                 return
-            if _live_chunks(session, pack.id) != pack.live:
+            if _live_chunks(session, pack.id, frozenset()) != pack.live:
                 return  # a push indexed a file using it since the mark: judge it next run
             row = Pack(
                 name=writer.name, size=writer.size, chunk_count=len(order), chunk_table=table
@@ -250,15 +262,23 @@ def _delete_orphans(
 
 
 def collect_packs(
-    ctx: RegistryContext, grace_seconds: float, report: PackReport, dry_run: bool
+    ctx: RegistryContext,
+    grace_seconds: float,
+    report: PackReport,
+    dry_run: bool,
+    gone: frozenset[str] = frozenset(),
 ) -> None:
-    """The pack phase of a GC run (module docstring); the caller holds the GC run lock."""
+    """The pack phase of a GC run (module docstring); the caller holds the GC run lock.
+
+    ``gone``: files whose rows a dry run's blob sweep would have deleted (a real run
+    has deleted them), so that a dry run judges the packs as the real run would.
+    """
     now = datetime.now(UTC)
     cutoff = now - timedelta(seconds=grace_seconds)
     _delete_retired(ctx, cutoff, report, dry_run)
-    for pack in _candidates(ctx, cutoff):
+    for pack in _candidates(ctx, cutoff, gone):
         if not pack.live:
-            _delete_dead(ctx, pack, report, dry_run)
+            _delete_dead(ctx, pack, report, dry_run, gone)
         elif pack.live_bytes < REWRITE_BELOW * pack.size:
             _rewrite(ctx, pack, report, dry_run)
     orphan_age = max(grace_seconds, ctx.settings.lease_timeout)

@@ -2,9 +2,10 @@
 
 Every function runs a fixed number of indexed queries whatever the size of
 the index (no N+1): per-file share counts are one GROUP BY over
-``carton_files`` restricted to one carton's blob hashes; the storage
-accounting of ``/stats`` is one aggregate query, limited to the top rows and
-cached until the index changes.
+``carton_files`` restricted to one carton's blob hashes; what versions share
+below the file is two queries per model page (``chunk_savings``); the per-model
+storage accounting of ``/stats`` (``storage_accounting``) is three, computed in the
+background and cached until the index changes.
 """
 
 from __future__ import annotations
@@ -15,21 +16,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import case, func, literal, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from registry.carton.paths import MISC_DIR, MISC_REF_PREFIX, TENSOR_INDEX, TENSOR_REF_PREFIX
 from registry.carton.tensor_data import parse_tensor_index
-from registry.db.tables import Blob, CartonFile, Model, Version
-from registry.services import cartons, models, references, stats
+from registry.db.tables import Blob, CartonFile, Version
+from registry.services import cartons, chunk_savings, models, references, stats
 from registry.services.caches import BackgroundValue
 from registry.services.context import RegistryContext
 from registry.services.listing import DEFAULT_PAGE, list_models
+from registry.services.storage_accounting import TOP, model_storage
 from registry.services.stored_blobs import blob_bytes
 
 log = logging.getLogger("registry.web")
 
-TOP = 20
 MAX_FILES_SHOWN = 500
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".avif")
 _MAGIC = (
@@ -86,6 +87,7 @@ class CartonView:
     model: dict[str, Any] | None = None
     selected_version: int | None = None
     tags: list[str] = field(default_factory=list)
+    version_shares: dict[int, chunk_savings.VersionShare] = field(default_factory=dict)
 
 
 def model_view(ctx: RegistryContext, name: str, version: int | None = None) -> CartonView:
@@ -96,6 +98,7 @@ def model_view(ctx: RegistryContext, name: str, version: int | None = None) -> C
             row = references.resolve_version(session, name, version)
         model = models.model_json(session, models.get_model_row(session, name))
         view = _carton_view(ctx, session, row.manifest_sha256)
+        view.version_shares = chunk_savings.version_shares(ctx, session, model["versions"])
     view.model = model
     view.selected_version = row.version
     view.tags = sorted(t for t, v in model["tags"].items() if v["version"] == row.version)
@@ -235,7 +238,8 @@ def _refresh(ctx: RegistryContext, cache: BackgroundValue, fingerprint: tuple[An
 
 
 def storage_stats(ctx: RegistryContext, wait: float = STATS_WAIT_SECONDS) -> dict[str, Any]:
-    """/stats: totals, top sharing models, largest blobs, exclusive bytes per model.
+    """/stats: totals (what file and chunk dedup each save), top sharing models, largest
+    blobs, exclusive bytes per model.
 
     The per-model aggregate reads every carton_files row, so it is computed in a
     background thread and kept until the index changes (fingerprint: the totals
@@ -245,6 +249,7 @@ def storage_stats(ctx: RegistryContext, wait: float = STATS_WAIT_SECONDS) -> dic
     """
     with ctx.sessions() as session:
         totals = _with_saved(stats.stats(session))
+        totals.update(chunk_savings.dedup_levels(session, totals))
         n_versions, max_version_id = session.execute(
             select(func.count(), func.coalesce(func.max(Version.id), 0)).select_from(Version)
         ).one()
@@ -300,71 +305,3 @@ def largest_blobs(session: Session, limit: int = TOP) -> list[dict[str, Any]]:
     return [
         {"sha256": sha, "size": int(size), "cartons": int(used.get(sha, 0))} for sha, size in blobs
     ]
-
-
-def model_storage(session: Session, limit: int = TOP) -> dict[str, list[dict[str, Any]]]:
-    """Per model: bytes shared with other owners, and exclusive bytes (freed by deleting it).
-
-    An owner is a model; cartons that no version references (unnamed pushes) count
-    as one more owner, so a blob they also hold is never called exclusive.
-    One aggregate query; only the top ``limit`` by each measure come back.
-    """
-    owner = func.coalesce(Version.model_id, literal(-1))
-    owned = (
-        select(owner.label("owner"), CartonFile.blob_sha256.label("sha"))
-        .select_from(CartonFile)
-        .outerjoin(Version, Version.manifest_sha256 == CartonFile.manifest_sha256)
-        .distinct()
-        .cte("owned")
-    )
-    owners = select(owned.c.sha, func.count().label("n")).group_by(owned.c.sha).cte("owners")
-    exclusive = func.sum(case((owners.c.n == 1, Blob.size), else_=0))
-    shared = func.sum(case((owners.c.n > 1, Blob.size), else_=0))
-    per_model = (
-        select(
-            owned.c.owner.label("model_id"),
-            exclusive.label("exclusive"),
-            shared.label("shared"),
-            func.sum(Blob.size).label("total"),
-        )
-        .select_from(owned)
-        .join(owners, owners.c.sha == owned.c.sha)
-        .join(Blob, Blob.sha256 == owned.c.sha)
-        .where(owned.c.owner != -1)
-        .group_by(owned.c.owner)
-        .cte("per_model")
-    )
-    ranked = select(
-        per_model,
-        func.row_number()
-        .over(order_by=(per_model.c.shared.desc(), per_model.c.model_id))
-        .label("rank_shared"),
-        func.row_number()
-        .over(order_by=(per_model.c.exclusive.desc(), per_model.c.model_id))
-        .label("rank_exclusive"),
-    ).subquery()
-    rows = session.execute(
-        select(ranked, Model.name)
-        .join(Model, Model.id == ranked.c.model_id)
-        .where((ranked.c.rank_shared <= limit) | (ranked.c.rank_exclusive <= limit))
-    ).all()
-    items = [
-        {
-            "name": r.name,
-            "exclusive": int(r.exclusive or 0),
-            "shared": int(r.shared or 0),
-            "total": int(r.total or 0),
-            "rank_shared": int(r.rank_shared),
-            "rank_exclusive": int(r.rank_exclusive),
-        }
-        for r in rows
-    ]
-    return {
-        "top_sharing": sorted(
-            (i for i in items if i["rank_shared"] <= limit and i["shared"] > 0),
-            key=lambda i: i["rank_shared"],
-        ),
-        "exclusive": sorted(
-            (i for i in items if i["rank_exclusive"] <= limit), key=lambda i: i["rank_exclusive"]
-        ),
-    }

@@ -23,7 +23,9 @@ import httpx
 import pytest
 from backports.zstd import zipfile
 
+from tests import finetune
 from tests.conftest import REPO_ROOT, fixture_carton
+from tests.helpers import carton_toml, make_carton
 from tests.integration.web.cdp import Browser
 from tests.integration.web.conftest import manifest_sha256, small_model, with_carton_toml
 from tests.s3fixtures import running_in_ci
@@ -86,6 +88,11 @@ DEMO_MODELS = [
     ("churn-predictor", "Monthly churn probability per account.", "xgboost"),
 ]
 
+FINETUNE_DESCRIPTION = (
+    b'model_description = "A small chat model; each checkpoint stores only what it retrained."'
+    b"\n\n[runner]"
+)
+
 
 def seed(base: str) -> dict[str, str]:
     """Push a realistic little catalogue; returns name -> manifest hash."""
@@ -119,6 +126,12 @@ def seed(base: str) -> dict[str, str]:
         pushed["clip-image-embedder"] = body["manifest_sha256"]
         r = http.put("/api/v1/models/clip-image-embedder/tags/prod", json={"version": 1})
         assert r.status_code in (200, 201), r.text
+        retrained = toml.replace("trained on a curated", "retrained on a larger, curated")
+        push(with_carton_toml(fixture_carton("02"), retrained.encode()))
+        toml = carton_toml("tinyllama-chat").replace(b"\n[runner]", FINETUNE_DESCRIPTION, 1)
+        for change in finetune.family(finetune.MIN_DATA_SIZE)[:3]:  # checkpoints: chunk dedup
+            files = {"carton.toml": toml, "model/model.safetensors": change.file.to_bytes()}
+            push(make_carton(files, model_name=None, stored=True))
     return pushed
 
 
@@ -170,6 +183,21 @@ def test_browse_search_open_and_download(live_server, browser, tmp_path):
             assert hashlib.sha256(z.read("MANIFEST")).hexdigest() == expected
             if "form=full" in href:
                 assert "LINKS" not in z.namelist()
+
+    # what each version shares with the one before it, and what chunk dedup saves
+    browser.goto(base + "/models/clip-image-embedder")
+    dedup = browser.evaluate("document.querySelector('dd.dedup').innerText")
+    assert re.match(r"v2 shares (>99|\d\d)% of its bytes with v1 \(", dedup), dedup
+    browser.goto(base + "/models/tinyllama-chat")
+    shares = browser.evaluate(
+        "[...document.querySelectorAll('.version-share')].map(e => e.innerText)"
+    )
+    previous = [re.fullmatch(r"shares (?:>99|\d+)% with v(\d)", s) for s in shares]
+    assert [m.group(1) if m else s for m, s in zip(previous, shares, strict=True)] == ["2", "1"]
+    browser.goto(base + "/stats")
+    levels = browser.evaluate("document.querySelector('.dedup-levels').innerText")
+    saved = re.search(r"([\d.]+) (\w+) saved beyond that by chunk dedup", levels)
+    assert saved and float(saved.group(1)) > 0 and saved.group(2) == "MiB", levels
 
     # screenshots at laptop and phone widths; pages never scroll sideways, and nothing in
     # them does either: long hashes and the load-by-URL snippet wrap inside their boxes

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from registry.blobstore import BlobDigestMismatch, BlobStoreUnavailable, FilesystemBlobStore
-from tests.blobstore_conformance import BlobStoreConformance, layout_key, sha
+from tests import rawstore
+from tests.blobstore_conformance import BlobStoreConformance, sha
 
 
 class TestFilesystemBlobStore(BlobStoreConformance):
@@ -19,14 +20,14 @@ class TestFilesystemBlobStore(BlobStoreConformance):
         with FilesystemBlobStore(tmp_path / "blobs") as store:
             yield store
 
-    def raw_get(self, store: FilesystemBlobStore, sha256: str) -> bytes | None:
-        path = store.root / layout_key(sha256)
-        return path.read_bytes() if path.is_file() else None
+    def raw_get(self, store: FilesystemBlobStore, key: str) -> bytes | None:
+        return rawstore.raw_get(store, key)
 
-    def raw_set(self, store: FilesystemBlobStore, sha256: str, data: bytes) -> None:
-        path = store.root / layout_key(sha256)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+    def raw_set(self, store: FilesystemBlobStore, key: str, data: bytes) -> None:
+        rawstore.raw_set(store, key, data)
+
+    def incomplete_uploads(self, store: FilesystemBlobStore) -> list[str]:
+        return rawstore.incomplete_uploads(store)
 
     def make_abandoned_upload(self, store: FilesystemBlobStore) -> bool:
         store.tmp_dir.mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from registry.blobstore import MemoryBlobStore
+from tests import rawstore
 from tests.blobstore_conformance import BlobStoreConformance
-from tests.helpers import memory_blob, set_memory_blob
 
 
 class TestMemoryBlobStore(BlobStoreConformance):
@@ -13,8 +13,11 @@ class TestMemoryBlobStore(BlobStoreConformance):
         with MemoryBlobStore() as store:
             yield store
 
-    def raw_get(self, store: MemoryBlobStore, sha256: str) -> bytes | None:
-        return memory_blob(store, sha256)
+    def raw_get(self, store: MemoryBlobStore, key: str) -> bytes | None:
+        return rawstore.raw_get(store, key)
 
-    def raw_set(self, store: MemoryBlobStore, sha256: str, data: bytes) -> None:
-        set_memory_blob(store, sha256, data)
+    def raw_set(self, store: MemoryBlobStore, key: str, data: bytes) -> None:
+        rawstore.raw_set(store, key, data)
+
+    def incomplete_uploads(self, store: MemoryBlobStore) -> list[str]:
+        return rawstore.incomplete_uploads(store)

@@ -15,7 +15,8 @@ from registry.services.names import (
     validate_model_name,
     validate_tag_name,
 )
-from tests.helpers import memory_blob, sha
+from tests.helpers import sha
+from tests.rawstore import layout_key, raw_get
 
 
 def test_put_blob_then_it_is_no_longer_missing(ctx) -> None:
@@ -26,7 +27,7 @@ def test_put_blob_then_it_is_no_longer_missing(ctx) -> None:
         "size": len(data),
         "created": True,
     }
-    assert memory_blob(ctx.blobs, sha(data)) == data
+    assert raw_get(ctx.blobs, layout_key(sha(data))) == data
     assert missing_blobs(ctx, [sha(data)]) == []
     assert put_blob(ctx, sha(data), io.BytesIO(data))["created"] is False
 
@@ -54,7 +55,7 @@ def test_put_blob_stops_reading_past_the_upload_limit(ctx) -> None:
     data = b"eleven bytes"
     with pytest.raises(UploadTooLarge, match="REGISTRY_MAX_UPLOAD_BYTES"):
         put_blob(ctx, sha(data), io.BytesIO(data))
-    assert memory_blob(ctx.blobs, sha(data)) is None
+    assert raw_get(ctx.blobs, layout_key(sha(data))) is None
 
 
 @pytest.mark.parametrize("name", ["resnet", "Res Net 50", "model-v2.onnx", "ünïcode", "a" * 255])

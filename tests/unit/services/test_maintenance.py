@@ -12,7 +12,8 @@ from registry.services.blobs import put_blob
 from registry.services.fsck import check_integrity
 from registry.services.gc import collect_garbage, gc_lock
 from registry.services.leases import Lease
-from tests.helpers import carton_toml, make_carton, referenced, set_memory_blob, sha, stored
+from tests.helpers import carton_toml, make_carton, referenced, sha, stored
+from tests.rawstore import layout_key, raw_set
 
 
 def test_gc_collects_only_unreferenced_blobs_past_the_grace_period(ctx, push) -> None:
@@ -58,7 +59,7 @@ def test_fsck_finds_lost_and_corrupt_blobs_and_marks_their_versions(ctx, push) -
     assert check_integrity(ctx, verify_hashes=True).ok
 
     ctx.blobs.delete(sha(b"will be lost"))  # behind the index's back
-    set_memory_blob(ctx.blobs, sha(b"will rot"), b"rotten")
+    raw_set(ctx.blobs, layout_key(sha(b"will rot")), b"rotten")
     orphan = b"pushed, never referenced"
     put_blob(ctx, sha(orphan), io.BytesIO(orphan))
 
@@ -78,7 +79,7 @@ def test_fsck_finds_lost_and_corrupt_blobs_and_marks_their_versions(ctx, push) -
 
 def test_fsck_hashes_same_size_corruption(ctx, push) -> None:
     push(make_carton({"w/data": b"original"}, model_name="m"))
-    set_memory_blob(ctx.blobs, sha(b"original"), b"ORIGINAL")
+    raw_set(ctx.blobs, layout_key(sha(b"original")), b"ORIGINAL")
     assert check_integrity(ctx).ok  # sizes agree: only hashing finds it
     report = check_integrity(ctx, verify_hashes=True, mark=False)
     assert report.corrupt == [sha(b"original")]
