@@ -36,10 +36,10 @@ from registry.services.chunkstore.layout import (
     pack_table_entry,
 )
 from registry.services.context import RegistryContext
+from registry.services.leases import Lease, live_leased, lock_blobs_exclusive, lock_blobs_shared
 
 if TYPE_CHECKING:
     from registry.services.chunkstore.files import FileWriter
-from registry.services.leases import Lease, live_leased, lock_blobs_exclusive, lock_blobs_shared
 
 log = logging.getLogger("registry.chunkstore")
 
