@@ -3,16 +3,19 @@
 With a cache, the registry's chunk list of the file (``GET
 /api/v1/blobs/{sha256}/chunks``, docs/chunk-transfer.md) says which chunks to
 take from the cache and which to fetch: runs of adjacent missing chunks become
-ranged ``GET /blobs/{sha256}`` requests of at most ``RANGE_BYTES``, a few in
-flight. Every chunk is checked against its BLAKE3 name (a damaged cache entry is
-fetched again) and the file against its sha256. A file stored whole, a host that
+ranged ``GET /blobs/{sha256}`` requests of at most ``RANGE_BYTES``; worker threads
+read or fetch a few runs ahead of the one being written. Every chunk is checked
+against its BLAKE3 name (a damaged cache entry is fetched again) and the file
+against its sha256. A file stored whole, a host that
 does not serve chunk lists, or no cache: the whole file, as any HTTP client gets it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,7 +31,7 @@ from registry.client.transport import ClientError, Progress, Tally, error_messag
 FETCH_WORKERS = 4
 RANGE_BYTES = 8 * MiB
 AHEAD = 2 * FETCH_WORKERS
-"""Ranges fetched ahead of the one being written: what a pull holds in memory."""
+"""Runs read or fetched ahead of the one being written: what a pull holds in memory."""
 
 _BLOB_URL = re.compile(r"^(?P<base>.*)/blobs/(?P<sha>[0-9a-f]{64})$")
 
@@ -84,16 +87,15 @@ def chunk_plan(
 
 
 def _runs(chunks: list[FileChunk], cache: ChunkCache) -> list[tuple[bool, list[FileChunk]]]:
-    """(cached, chunks): the file as runs of cached chunks and of fetchable ranges."""
+    """(cached, chunks): the file as runs of at most ``RANGE_BYTES`` of adjacent chunks
+    that the cache holds, or that one ranged GET fetches."""
     runs: list[tuple[bool, list[FileChunk]]] = []
     for chunk in chunks:
         cached = cache.has(chunk.name)
-        if runs and runs[-1][0] == cached:
-            run = runs[-1][1]
-            if cached or chunk.end - run[0].offset <= RANGE_BYTES:
-                run.append(chunk)
-                continue
-        runs.append((cached, [chunk]))
+        if runs and runs[-1][0] == cached and chunk.end - runs[-1][1][0].offset <= RANGE_BYTES:
+            runs[-1][1].append(chunk)
+        else:
+            runs.append((cached, [chunk]))
     return runs
 
 
@@ -135,6 +137,29 @@ def fetch_range(
     return found
 
 
+def _load(
+    http: httpx.Client,
+    blob_url: str,
+    cached: bool,
+    run: list[FileChunk],
+    headers: dict[str, str],
+    cache: ChunkCache,
+) -> tuple[list[bytes], int]:
+    """The bytes of a run's chunks, and how many of them came over the network."""
+    if not cached:
+        fetched = fetch_range(http, blob_url, run, headers, cache)
+        return fetched, sum(len(data) for data in fetched)
+    found: list[bytes] = []
+    moved = 0
+    for chunk in run:
+        data = cache.get(chunk.name)
+        if data is None:  # damaged, or evicted since: fetch it again
+            (data,) = fetch_range(http, blob_url, [chunk], headers, cache)
+            moved += len(data)
+        found.append(data)
+    return found, moved
+
+
 def iter_chunked(
     http: httpx.Client,
     blob_url: str,
@@ -143,33 +168,22 @@ def iter_chunked(
     headers: dict[str, str],
     tally: Tally,
 ) -> Iterator[bytes]:
-    """The file's chunks in order: from the cache, or fetched a few ranges ahead."""
+    """The file's chunks in order, each run read from the cache or fetched by workers a
+    few runs ahead of the one being yielded."""
     runs = _runs(chunks, cache)
-    to_fetch = [i for i, (cached, _) in enumerate(runs) if not cached]
-    pending: dict[int, Future[list[bytes]]] = {}
+    pending: deque[Future[tuple[list[bytes], int]]] = deque()
     with ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="chunk-fetch") as pool:
         try:
-            for i, (cached, run) in enumerate(runs):
-                while to_fetch and len(pending) < AHEAD:
-                    j = to_fetch.pop(0)
-                    pending[j] = pool.submit(
-                        fetch_range, http, blob_url, runs[j][1], headers, cache
-                    )
-                if not cached:
-                    fetched = pending.pop(i).result()
-                    tally.add(moved=sum(len(data) for data in fetched))
-                    yield from fetched
-                    continue
-                for chunk in run:
-                    data = cache.get(chunk.name)
-                    if data is None:  # damaged, or evicted since: fetch it again
-                        (data,) = fetch_range(http, blob_url, [chunk], headers, cache)
-                        tally.add(moved=len(data))
-                    else:
-                        tally.add(reused=len(data))
-                    yield data
+            ahead = iter(runs)
+            for _ in runs:
+                for cached, run in itertools.islice(ahead, AHEAD - len(pending)):
+                    job = (http, blob_url, cached, run, headers, cache)
+                    pending.append(pool.submit(_load, *job))
+                found, moved = pending.popleft().result()
+                tally.add(moved=moved, reused=sum(len(data) for data in found) - moved)
+                yield from found
         finally:
-            for future in pending.values():
+            for future in pending:
                 future.cancel()
 
 

@@ -2,13 +2,15 @@
 travel, so a fine-tune sends its changed regions and an interrupted push, run again, sends
 only what did not arrive.
 
-A file is read once. This thread hashes it whole (sha256, checked against MANIFEST)
-while a second thread cuts it with the registry's FastCDC parameters and names the
-chunks (BLAKE3); both release the GIL. Every ``BATCH_BYTES`` of chunks, a worker asks
-the registry which it lacks and uploads those in one request; ``UPLOAD_WORKERS``
-batches are in flight at once, and at most twice that many are held in memory. Once a
-file's chunks are all sent, it is assembled; chunks that GC took in between (a 400
-naming ``missing_chunks``) are cut from the file again and sent, a few rounds at most.
+A file is read once, hashed whole (sha256, checked against MANIFEST) in one thread
+while another cuts it with the registry's FastCDC parameters and names the chunks
+(BLAKE3); all three release the GIL. A Stored member is cut where it lies in the
+mapped zip file (no copies); a compressed one as it is decompressed. Every
+``BATCH_BYTES`` of chunks, a worker asks the registry which it lacks and uploads
+those in one request; ``UPLOAD_WORKERS`` batches are in flight at once, and at most
+twice that many are held. Once a file's chunks are all sent, it is assembled; chunks
+that GC took in between (a 400 naming ``missing_chunks``) are cut from the file again
+and sent, a few rounds at most.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from registry.blobstore.chunking import ChunkParams
 
 UPLOAD_WORKERS = 4
-BATCH_BYTES = 8 * MiB
+BATCH_BYTES = 16 * MiB
 """Chunks per question to the registry, and at most per upload request: what a killed push
 loses is at most ``UPLOAD_WORKERS`` of these."""
 READ_BYTES = 4 * MiB
@@ -37,10 +39,14 @@ READ_BYTES = 4 * MiB
 ASSEMBLE_ROUNDS = 2
 """Rounds of re-sending chunks that GC took before assembling gives up (and the push
 sends the whole carton instead)."""
+RECORDS_PART = MiB
 _RECORD = struct.Struct(">32sI")
 
-Chunk = tuple[str, bytes]
+Chunk = tuple[str, bytes | memoryview]
 """A chunk's BLAKE3 name and its bytes."""
+
+Source = memoryview | Iterable[bytes]
+"""A file's bytes: all at hand (a mapped Stored member), or as a stream of pieces."""
 
 
 @dataclass(frozen=True)
@@ -68,23 +74,57 @@ class ChunkTerms:
             raise ClientError(f"the registry's chunking parameters are unusable: {exc}") from exc
 
 
-def read_pieces(reader: BinaryIO, progress: Progress | None = None) -> Iterator[bytes]:
+def read_pieces(reader: BinaryIO) -> Iterator[bytes]:
     """A member's bytes in ``READ_BYTES`` pieces (the reader checks its CRC at the end)."""
     while piece := read_full(reader, READ_BYTES):
-        if progress is not None:
-            progress(len(piece))
         yield piece
 
 
+def _hash_all(h: Any, view: memoryview) -> None:
+    for start in range(0, len(view), READ_BYTES):
+        h.update(view[start : start + READ_BYTES])
+
+
 class HashingCutter:
-    """Cuts a stream into named chunks and hashes it whole, in one pass over two threads."""
+    """Cuts a file into named chunks and hashes it whole, in one pass over two threads."""
 
     def __init__(self, params: ChunkParams) -> None:
         self.params = params
         self.sha256 = hashlib.sha256()
 
-    def chunks(self, pieces: Iterable[bytes]) -> Iterator[list[Chunk]]:
-        """The chunks each piece completes, in order; ``sha256`` is whole once this ends."""
+    def chunks(self, source: Source, progress: Progress | None = None) -> Iterator[list[Chunk]]:
+        """The file's chunks in order, a few MiB at a time; ``sha256`` is whole once this
+        ends. ``progress`` is told the bytes cut."""
+        if isinstance(source, memoryview):
+            return self._chunks_in_view(source, progress)
+        return self._chunks_of_stream(source, progress)
+
+    def _chunks_in_view(self, view: memoryview, progress: Progress | None) -> Iterator[list[Chunk]]:
+        """Chunks as slices of ``view``, cut here while a second thread hashes it whole."""
+        from registry.blobstore.chunking import chunk_hash
+
+        with ThreadPoolExecutor(1, thread_name_prefix="sha256") as hasher:
+            hashed = hasher.submit(_hash_all, self.sha256, view)
+            batch: list[Chunk] = []
+            size = 0
+            for cut in self.params.fastcdc().cut_buf(view):
+                data = view[cut.offset : cut.offset + cut.length]
+                batch.append((chunk_hash(data), data))
+                size += cut.length
+                if size >= READ_BYTES:
+                    if progress is not None:
+                        progress(size)
+                    yield batch
+                    batch, size = [], 0
+            if progress is not None:
+                progress(size)
+            yield batch
+            hashed.result()
+
+    def _chunks_of_stream(
+        self, pieces: Iterable[bytes], progress: Progress | None
+    ) -> Iterator[list[Chunk]]:
+        """The chunks each piece completes: hashed here, cut in a second thread."""
         from registry.blobstore.chunking import Chunker, chunk_hash
 
         chunker = Chunker(self.params)
@@ -98,6 +138,8 @@ class HashingCutter:
             for piece in pieces:
                 current = cutter.submit(cut, piece)  # runs after ``previous``: one worker
                 self.sha256.update(piece)
+                if progress is not None:
+                    progress(len(piece))
                 if previous is not None:
                     yield previous.result()
                 previous = current
@@ -107,13 +149,23 @@ class HashingCutter:
             yield last.result()
 
 
-def records(chunks: Iterable[Chunk]) -> bytes:
-    """An upload body: per chunk, its 32-byte digest, 4-byte big-endian length and bytes."""
-    parts: list[bytes] = []
+def records(chunks: list[Chunk]) -> Iterator[bytes]:
+    """An upload body: per chunk, its 32-byte digest, 4-byte big-endian length and bytes;
+    in parts of about ``RECORDS_PART`` bytes (few sends, one copy of each chunk)."""
+    parts: list[bytes | memoryview] = []
+    size = 0
     for name, data in chunks:
-        parts.append(_RECORD.pack(bytes.fromhex(name), len(data)))
-        parts.append(data)
-    return b"".join(parts)
+        parts += (_RECORD.pack(bytes.fromhex(name), len(data)), data)
+        size += _RECORD.size + len(data)
+        if size >= RECORDS_PART:
+            yield b"".join(parts)
+            parts, size = [], 0
+    if parts:
+        yield b"".join(parts)
+
+
+def records_size(chunks: list[Chunk]) -> int:
+    return sum(_RECORD.size + len(data) for _, data in chunks)
 
 
 @dataclass(frozen=True)
@@ -124,7 +176,7 @@ class ChunkedFile:
     size: int
     names: list[str]
     where: str  # "<carton>: <member>", for errors
-    reread: Callable[[], Iterator[bytes]]  # the file's bytes again, to resend lost chunks
+    reread: Callable[[], Source]  # the file's bytes again, to resend lost chunks
 
 
 class ChunkUploader:
@@ -154,7 +206,9 @@ class ChunkUploader:
             pool.shutdown(wait=True, cancel_futures=True)
 
     # -- sending ---------------------------------------------------------------------
-    def cut(self, pieces: Iterable[bytes], sha256: str, where: str) -> list[str]:
+    def cut(
+        self, source: Source, sha256: str, where: str, progress: Progress | None = None
+    ) -> list[str]:
         """Send the chunks of one file that the registry lacks; its chunk names, in order.
 
         ClientError when the bytes do not hash to ``sha256`` (chunks sent by then stay
@@ -164,7 +218,7 @@ class ChunkUploader:
         names: list[str] = []
         batch: list[Chunk] = []
         size = 0
-        for done in cutter.chunks(pieces):
+        for done in cutter.chunks(source, progress):
             for chunk in done:
                 names.append(chunk[0])
                 batch.append(chunk)
@@ -216,7 +270,7 @@ class ChunkUploader:
         self.tally.add(reused=known + repeated)
 
     def _upload(self, chunks: Iterable[Chunk]) -> None:
-        """POST ``chunks`` in requests of at most ``batch_bytes``, as they come."""
+        """POST ``chunks`` in requests of at most ``batch_bytes`` of chunks, as they come."""
         request: list[Chunk] = []
         size = 0
         for chunk in chunks:
@@ -229,7 +283,7 @@ class ChunkUploader:
             self._post(request, size)
 
     def _post(self, request: list[Chunk], size: int) -> None:
-        self.client.post_chunks(records(request))
+        self.client.post_chunks(records(request), records_size(request))
         self.tally.add(moved=size)
 
     # -- assembling ------------------------------------------------------------------

@@ -16,6 +16,7 @@ import hashlib
 import io
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -30,8 +31,9 @@ from registry.carton.streams import CHUNK
 from registry.carton.zipread import CartonArchive
 from registry.carton.zipwrite import STORED, write_zip
 from registry.client.cache import VerifiedCartons
-from registry.client.chunks import ChunkedFile, ChunkTerms, ChunkUploader, read_pieces
+from registry.client.chunks import ChunkedFile, ChunkTerms, ChunkUploader
 from registry.client.files import CLIENT_LIMITS
+from registry.client.members import LocalCarton
 from registry.client.transport import ClientError, Progress, RegistryClient, Tally
 
 
@@ -122,6 +124,7 @@ def slim_zip(archive: CartonArchive) -> bytes:
 
 RECOVERY_ATTEMPTS = 3
 """Rounds of uploading what the registry reports missing before a push gives up."""
+VERIFY_WORKERS = min(4, os.cpu_count() or 1)
 
 
 def _uploads_for(archive: CartonArchive, hashes: list[str]) -> list[tuple[str, str, int]]:
@@ -140,12 +143,11 @@ class _Sender:
     def __init__(
         self,
         client: RegistryClient,
-        archive: CartonArchive,
-        path: Path,
+        files: LocalCarton,
         outcome: PushOutcome,
         progress: Progress | None,
     ) -> None:
-        self.client, self.archive, self.path = client, archive, path
+        self.client, self.files = client, files
         self.outcome, self.progress = outcome, progress
         self._chunks: ChunkUploader | None = None
 
@@ -169,25 +171,32 @@ class _Sender:
         """Upload each file, checked against its MANIFEST sha256 as it is read."""
         if not uploads:
             return
+        path, archive = self.files.path, self.files.archive
         for sha, member, size in uploads:
-            where = f"{self.path}: {member}"
+            where = f"{path}: {member}"
             if self._chunked(size):
                 chunks = self._uploader()
-                with self.archive.open_member(member) as reader:
-                    names = chunks.cut(read_pieces(reader, self.progress), sha, where)
-                chunks.send(ChunkedFile(sha, size, names, where, partial(self._reread, member)))
+                names = chunks.cut(self.files.source(member), sha, where, self.progress)
+                reread = partial(self.files.source, member)
+                chunks.send(ChunkedFile(sha, size, names, where, reread))
             else:
-                with self.archive.open_member(member) as reader:
-                    body = _verified(reader, self.path, member, sha)
+                with archive.open_member(member) as reader:
+                    body = _verified(reader, path, member, sha)
                     self.client.put_blob(sha, body, size, self.progress)
                 self.outcome.tally.add(moved=size)
             self.outcome.uploaded_blobs += 1
             self.outcome.uploaded_bytes += size
         self._uploader().finish()
 
-    def _reread(self, member: str) -> Iterator[bytes]:
-        with self.archive.open_member(member) as reader:
-            yield from read_pieces(reader)
+
+def _verify_all(
+    files: LocalCarton, verify: list[tuple[str, str, int]], progress: Progress | None
+) -> None:
+    """Check each (sha256, member) against MANIFEST, several at once (hashing frees the GIL)."""
+    with ThreadPoolExecutor(VERIFY_WORKERS, thread_name_prefix="verify") as pool:
+        checks = [pool.submit(files.verify, member, sha, progress) for sha, member, _ in verify]
+        for check in checks:
+            check.result()
 
 
 class _Collected(Exception):
@@ -269,14 +278,11 @@ def _push_slim(
     if tally is not None:
         outcome.tally = tally
     outcome.already_stored = plan.distinct - len(plan.uploads) - len(plan.linked)
-    if not plan.verified_before:
-        for sha, member, _ in plan.verify:  # before any upload: a stale file fails fast
-            with archive.open_member(member) as reader:
-                for chunk in _verified(reader, path, member, sha):
-                    if progress is not None:
-                        progress(len(chunk))
+    files = LocalCarton(archive, path)
+    if not plan.verified_before:  # before any upload: a stale file fails fast
+        _verify_all(files, plan.verify, progress)
     outcome.tally.add(reused=plan.known_bytes)
-    sender = _Sender(client, archive, path, outcome, progress)
+    sender = _Sender(client, files, outcome, progress)
     try:
         sender.send(plan.uploads)
         body = slim_zip(archive)
@@ -303,6 +309,7 @@ def _push_slim(
         raise
     finally:
         sender.close()
+        files.close()
     if outcome.response.get("manifest_sha256") != outcome.manifest_sha256:
         raise ClientError(
             f"the registry stored manifest {outcome.response.get('manifest_sha256')}, "

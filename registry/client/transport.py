@@ -250,13 +250,14 @@ class RegistryClient:
         body = self.request("POST", "/api/v1/chunks/missing", json={"chunks": names}).json()
         return list(body["missing"])
 
-    def post_chunks(self, body: bytes) -> dict[str, Any]:
-        """Upload chunk records (docs/chunk-transfer.md: digest, length, bytes)."""
+    def post_chunks(self, parts: Iterable[bytes], size: int) -> dict[str, Any]:
+        """Upload chunk records (docs/chunk-transfer.md: digest, length, bytes), ``size``
+        bytes in all, streamed as the parts come."""
         return self.request(
             "POST",
             "/api/v1/chunks",
-            content=body,
-            headers={"Content-Type": "application/octet-stream"},
+            content=self._counted(parts, size, None),
+            headers={"Content-Length": str(size), "Content-Type": "application/octet-stream"},
         ).json()
 
     def assemble_blob(self, sha256: str, size: int, names: list[str]) -> dict[str, Any]:

@@ -22,35 +22,41 @@ from registry.client.blobfetch import (
     iter_blob,
 )
 from registry.client.cache import ChunkCache
-from registry.client.chunks import READ_BYTES, HashingCutter, records
+from registry.client.chunks import READ_BYTES, HashingCutter, records, records_size
 
 PARAMS = ChunkParams()
 MiB = 1 << 20
 SHA = "ab" * 32
 
 
-def test_one_pass_cuts_where_a_cut_of_the_whole_would_and_hashes_the_whole():
+@pytest.mark.parametrize("form", ["stream", "view"])
+def test_one_pass_cuts_where_a_cut_of_the_whole_would_and_hashes_the_whole(form):
     data = os.urandom(3 * READ_BYTES + 12345)
     cutter = HashingCutter(PARAMS)
     pieces = [data[i : i + READ_BYTES] for i in range(0, len(data), READ_BYTES)]
-    found = [chunk for done in cutter.chunks(pieces) for chunk in done]
+    seen: list[int] = []
+    source = pieces if form == "stream" else memoryview(data)
+    found = [chunk for done in cutter.chunks(source, seen.append) for chunk in done]
     expected = list(iter_chunks(PARAMS, iter([data])))
-    assert [d for _, d in found] == expected
+    assert [bytes(d) for _, d in found] == expected
     assert [n for n, _ in found] == [chunk_hash(c) for c in expected]
     assert cutter.sha256.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert sum(seen) == len(data)
 
 
-def test_an_empty_stream_has_no_chunks():
+@pytest.mark.parametrize("source", [[], memoryview(b"")])
+def test_an_empty_file_has_no_chunks(source):
     cutter = HashingCutter(PARAMS)
-    assert [c for done in cutter.chunks([]) for c in done] == []
+    assert [c for done in cutter.chunks(source) for c in done] == []
     assert cutter.sha256.hexdigest() == hashlib.sha256(b"").hexdigest()
 
 
 def test_an_upload_body_is_digest_length_bytes_per_chunk():
     chunks = [(chunk_hash(b"abc"), b"abc"), (chunk_hash(b"defgh"), b"defgh")]
-    body = records(chunks)
+    body = b"".join(records(chunks))
     first = struct.pack(">32sI", bytes.fromhex(chunk_hash(b"abc")), 3) + b"abc"
     assert body == first + struct.pack(">32sI", bytes.fromhex(chunk_hash(b"defgh")), 5) + b"defgh"
+    assert records_size(chunks) == len(body)
 
 
 def test_chunk_lists_are_found_beside_blob_urls():
