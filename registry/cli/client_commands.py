@@ -200,13 +200,15 @@ def client_options() -> argparse.ArgumentParser:
     return parent
 
 
+CACHE_NOTE = (
+    "The chunk cache is carton-registry/chunks in the platform's cache folder "
+    f"($XDG_CACHE_HOME, else ~/.cache; ~/Library/Caches on macOS), at most "
+    f"${api.MAX_BYTES_ENV} bytes (default 10 GiB), least recently used chunks first out."
+)
+
+
 def add_no_cache(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
-        "--no-cache",
-        action="store_true",
-        help=f"{what} (the cache is in $XDG_CACHE_HOME or ~/.cache/carton-registry; "
-        f"at most ${api.MAX_BYTES_ENV} bytes, default 10 GiB)",
-    )
+    parser.add_argument("--no-cache", action="store_true", help=what)
 
 
 def add_parser(sub: Any, name: str, summary: str, **kwargs: Any) -> argparse.ArgumentParser:
@@ -260,7 +262,7 @@ def add_commands(sub: Any, connect: Connect) -> None:
             "Download a carton: slim by default (big files stay on the registry, named in "
             "LINKS), or --full with every file inline. With --full, the big files are made "
             "of chunks kept in a local cache and only the chunks it lacks are fetched. The "
-            "download is verified and appears only when complete."
+            "download is verified and appears only when complete. " + CACHE_NOTE
         ),
         epilog="examples:\n  carton-registry pull resnet@prod\n"
         "  carton-registry pull resnet:3 --full -o resnet.carton",
@@ -283,7 +285,7 @@ def add_commands(sub: Any, connect: Connect) -> None:
         description=(
             "Write a full carton from a slim one: every file LINKS names is fetched (from "
             "any host) and checked against its sha256; from a registry, only the chunks the "
-            "local cache lacks. The token is sent only to --url."
+            "local cache lacks. The token is sent only to --url. " + CACHE_NOTE
         ),
         epilog="example:\n  carton-registry hydrate resnet-3f2a9c1d4e5b.carton -o full.carton",
     )

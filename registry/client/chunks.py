@@ -190,7 +190,7 @@ class ChunkUploader:
         self._claimed: set[str] = set()  # asked about (sent, or present) in this push
         self._claims = threading.Lock()
         self._uploads = ThreadPoolExecutor(UPLOAD_WORKERS, thread_name_prefix="chunk-upload")
-        self._assembler = ThreadPoolExecutor(1, thread_name_prefix="chunk-assemble")
+        self._assembler = ThreadPoolExecutor(UPLOAD_WORKERS, thread_name_prefix="chunk-assemble")
         self._room = threading.BoundedSemaphore(2 * UPLOAD_WORKERS)
         self._batches: list[Future[None]] = []
         self._assembled: list[Future[dict[str, Any]]] = []
