@@ -9,6 +9,7 @@ bench/README.md). Figures may import ``bench.harness`` and ``bench.report.table`
 
 from __future__ import annotations
 
+from bench.figures.chunk_transfer import CHUNK_PULL, CHUNK_PUSH
 from bench.figures.cli_push import REPUSH, VARIANT
 from bench.figures.figure import Figure
 from bench.figures.limits import LIMITS
@@ -19,7 +20,19 @@ from bench.figures.profile import PROFILE
 from bench.figures.pull import PULL
 from bench.figures.push import PUSH
 
-FIGURES: list[Figure] = [LIMITS, PUSH, PROFILE, REPUSH, VARIANT, PULL, LOAD, MEMORY, LISTING]
+FIGURES: list[Figure] = [
+    LIMITS,
+    PUSH,
+    PROFILE,
+    REPUSH,
+    VARIANT,
+    PULL,
+    LOAD,
+    MEMORY,
+    LISTING,
+    CHUNK_PUSH,
+    CHUNK_PULL,
+]
 
 
 def run_order() -> list[Figure]:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench.harness import CHUNK, MiB
 
 _POOL: bytes | None = None
@@ -30,16 +32,37 @@ def pool() -> bytes:
 class FileSpec:
     path: str
     size: int
-    seed: str  # content is a pure function of (seed, size, compressible)
+    seed: str  # content is a pure function of (seed, size, compressible, patch)
     compressible: bool = False
+    # (offset, length, seed): those bytes (whole MiB) rewritten, the rest as without it
+    patch: tuple[int, int, str] | None = None
+
+    def patched(self, offset: int, length: int, seed: str) -> FileSpec:
+        """This file with one region rewritten: a fine-tune that changed a few tensors."""
+        if offset % CHUNK or length % CHUNK or offset + length > self.size:
+            raise ValueError("a patch covers whole MiB inside the file")
+        return FileSpec(self.path, self.size, self.seed, self.compressible, (offset, length, seed))
+
+
+def _whiten(block: bytearray, key: bytes) -> None:
+    """XOR ``block`` with ``key``'s first 8 bytes, repeated.
+
+    Blocks are slices of one 64 MiB pool, so any two may overlap; content-defined
+    chunking would find the shared bytes and deduplicate "fresh" data (a 256 MiB
+    file held 96 MiB of distinct chunks). Under a key of its own, each block's bytes
+    are its own.
+    """
+    words = np.frombuffer(block, dtype=np.uint64, count=len(block) // 8)
+    words ^= np.frombuffer(key, dtype=np.uint64, count=1)[0]
 
 
 class GenReader(io.RawIOBase):
     """A file's bytes, generated 1 MiB at a time; sha256 computed as it is read.
 
-    Every 1 MiB chunk starts with 32 bytes unique to (seed, chunk index), so no two
-    files (or runs) share content. ``compressible`` chunks are 2 KiB random then
-    2 KiB of zeros per 4 KiB: zstd level 3 shrinks them about 2:1.
+    Every 1 MiB chunk starts with 32 bytes unique to (seed, chunk index) and is
+    whitened by a key of its own (``_whiten``), so no two files (or runs) share
+    content, not even chunks. ``compressible`` chunks are 2 KiB random then 2 KiB
+    of one repeated 8-byte word per 4 KiB: zstd level 3 shrinks them about 2:1.
     """
 
     def __init__(self, spec: FileSpec) -> None:
@@ -53,10 +76,22 @@ class GenReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def _seed_of_block(self) -> str:
+        """The seed block ``k`` is made from: the file's, or its patch's inside the patch."""
+        patch = self.spec.patch
+        if patch is not None and patch[0] <= self.k * CHUNK < patch[0] + patch[1]:
+            return patch[2]
+        return self.spec.seed
+
     def _chunk(self) -> bytes:
         n = min(CHUNK, self.left)
         p = pool()
-        if self.spec.compressible:
+        seed = self._seed_of_block()
+        if seed != self.spec.seed:
+            self.rng.randrange(0, POOL_SIZE - n)  # keep the file's sequence for later blocks
+            off = random.Random(f"{seed}/{self.k}").randrange(0, POOL_SIZE - n)
+            out = bytearray(p[off : off + n])
+        elif self.spec.compressible:
             half = n // 2
             off = self.rng.randrange(0, POOL_SIZE - half)
             src = memoryview(p)[off : off + half]
@@ -68,7 +103,8 @@ class GenReader(io.RawIOBase):
         else:
             off = self.rng.randrange(0, POOL_SIZE - n)
             out = bytearray(p[off : off + n])
-        tag = hashlib.sha256(f"{self.spec.seed}/{self.k}".encode()).digest()
+        tag = hashlib.sha256(f"{seed}/{self.k}".encode()).digest()
+        _whiten(out, tag)
         out[: min(32, n)] = tag[: min(32, n)]
         self.k += 1
         self.left -= n
