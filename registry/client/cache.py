@@ -75,7 +75,7 @@ class ChunkCache:
     def __init__(self, root: Path, max_bytes: int) -> None:
         self.root = root
         self.max_bytes = max_bytes
-        self.added = 0  # bytes put since this object was made
+        self.added = 0  # bytes put since this object was made: a trim is due
 
     @classmethod
     def default(cls) -> ChunkCache:

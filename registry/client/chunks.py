@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from registry.carton.digests import mismatch_message
 from registry.carton.streams import MiB, read_full
@@ -80,11 +80,6 @@ def read_pieces(reader: BinaryIO) -> Iterator[bytes]:
         yield piece
 
 
-def _hash_all(h: Any, view: memoryview) -> None:
-    for start in range(0, len(view), READ_BYTES):
-        h.update(view[start : start + READ_BYTES])
-
-
 class HashingCutter:
     """Cuts a file into named chunks and hashes it whole, in one pass over two threads."""
 
@@ -104,7 +99,7 @@ class HashingCutter:
         from registry.blobstore.chunking import chunk_hash
 
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as hasher:
-            hashed = hasher.submit(_hash_all, self.sha256, view)
+            hashed = hasher.submit(self._hash_whole, view)
             batch: list[Chunk] = []
             size = 0
             for cut in self.params.fastcdc().cut_buf(view):
@@ -120,6 +115,10 @@ class HashingCutter:
                 progress(size)
             yield batch
             hashed.result()
+
+    def _hash_whole(self, view: memoryview) -> None:
+        for start in range(0, len(view), READ_BYTES):
+            self.sha256.update(view[start : start + READ_BYTES])
 
     def _chunks_of_stream(
         self, pieces: Iterable[bytes], progress: Progress | None
@@ -180,7 +179,8 @@ class ChunkedFile:
 
 
 class ChunkUploader:
-    """Sends files as chunks over one push; ``close()`` always (a context manager)."""
+    """Sends files as chunks over one push: ``send_chunks`` then ``assemble`` per file,
+    ``finish`` once; ``close`` always."""
 
     def __init__(self, client: RegistryClient, terms: ChunkTerms, tally: Tally) -> None:
         self.client = client
@@ -193,20 +193,14 @@ class ChunkUploader:
         self._assembler = ThreadPoolExecutor(UPLOAD_WORKERS, thread_name_prefix="chunk-assemble")
         self._room = threading.BoundedSemaphore(2 * UPLOAD_WORKERS)
         self._batches: list[Future[None]] = []
-        self._assembled: list[Future[dict[str, Any]]] = []
-
-    def __enter__(self) -> ChunkUploader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._assembled: list[Future[None]] = []
 
     def close(self) -> None:
         for pool in (self._uploads, self._assembler):  # queued uploads first: nothing waits
             pool.shutdown(wait=True, cancel_futures=True)
 
     # -- sending ---------------------------------------------------------------------
-    def cut(
+    def send_chunks(
         self, source: Source, sha256: str, where: str, progress: Progress | None = None
     ) -> list[str]:
         """Send the chunks of one file that the registry lacks; its chunk names, in order.
@@ -233,18 +227,16 @@ class ChunkUploader:
             raise ClientError(mismatch_message(where, actual, sha256))
         return names
 
-    def send(self, file: ChunkedFile) -> None:
+    def assemble(self, file: ChunkedFile) -> None:
         """Assemble ``file`` once every batch submitted so far has been sent."""
         sent = list(self._batches)
-        self._assembled.append(self._assembler.submit(self._assemble, file, sent))
+        self._assembled.append(self._assembler.submit(self._assemble_when_sent, file, sent))
 
-    def finish(self) -> list[dict[str, Any]]:
-        """Wait for every upload and assembly; the registry's answers to the assemblies."""
-        for batch in self._batches:
-            batch.result()
-        answers = [f.result() for f in self._assembled]
+    def finish(self) -> None:
+        """Wait for every upload and assembly (raising the first failure)."""
+        for future in [*self._batches, *self._assembled]:
+            future.result()
         self._batches, self._assembled = [], []
-        return answers
 
     def _submit(self, batch: list[Chunk]) -> None:
         for done in [f for f in self._batches if f.done()]:
@@ -287,13 +279,14 @@ class ChunkUploader:
         self.tally.add(moved=size)
 
     # -- assembling ------------------------------------------------------------------
-    def _assemble(self, file: ChunkedFile, sent: list[Future[None]]) -> dict[str, Any]:
+    def _assemble_when_sent(self, file: ChunkedFile, sent: list[Future[None]]) -> None:
         for batch in sent:
             batch.result()
         rounds = 0
         while True:
             try:
-                return self.client.assemble_blob(file.sha256, file.size, file.names)
+                self.client.assemble_blob(file.sha256, file.size, file.names)
+                return
             except ClientError as exc:
                 if exc.status != 400 or not exc.missing_chunks or rounds == ASSEMBLE_ROUNDS:
                     raise

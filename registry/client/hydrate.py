@@ -187,6 +187,6 @@ def hydrate_carton(
             fetched[entry.sha256] = tmp
         with atomic_output(out_path) as f:
             write_full(archive, f, str(slim), lambda _, sha: fetched[sha].open("rb"), ZSTD)
-        if cache is not None:
+        if cache is not None and cache.added:
             cache.trim()
         return archive.manifest_sha256

@@ -129,7 +129,8 @@ def _build_full(
                 write_full(archive, f, str(output), linked, STORED)
                 written = f.tell()
                 verify_manifest(f, manifest_sha256, full=True, name=str(output))
-    cache.trim()
+    if cache.added:
+        cache.trim()
     return written
 
 

@@ -176,9 +176,9 @@ class _Sender:
             where = f"{path}: {member}"
             if self._chunked(size):
                 chunks = self._uploader()
-                names = chunks.cut(self.files.source(member), sha, where, self.progress)
+                names = chunks.send_chunks(self.files.source(member), sha, where, self.progress)
                 reread = partial(self.files.source, member)
-                chunks.send(ChunkedFile(sha, size, names, where, reread))
+                chunks.assemble(ChunkedFile(sha, size, names, where, reread))
             else:
                 with archive.open_member(member) as reader:
                     body = _verified(reader, path, member, sha)

@@ -403,3 +403,16 @@ def test_chunk_parameters_come_from_the_registry(live_server):
     assert terms.params == live_server.ctx.chunk_params
     assert isinstance(terms.params, ChunkParams)
     assert terms.min_file_bytes == live_server.ctx.settings.chunk_min_file_bytes
+
+
+def test_the_chunk_cache_stays_under_its_cap(cli, live_server, proxy, tmp_path, monkeypatch):
+    cache_root = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_root))
+    monkeypatch.setenv("REGISTRY_CACHE_MAX_BYTES", str(2 * MiB))
+    v1 = carton(tmp_path, "capped", randbytes(16, 8 * MiB))
+    assert cli("push", str(v1), "--url", live_server.url).code == 0
+    out = tmp_path / "capped-full.carton"
+    pull_full(cli, proxy, manifest_hash(v1), out)
+    assert member_bytes(out) == member_bytes(v1)
+    kept = sum(p.stat().st_size for p in cache_files(cache_root))
+    assert 0 < kept <= 2 * MiB
