@@ -79,7 +79,7 @@ def rest_registry(b: Bench) -> Iterator[Server]:
 
 
 def _variant(b: Bench, base: BuiltCarton, run: int) -> BuiltCarton:
-    """``base`` with one 16 MiB region of its first large file rewritten."""
+    """``base`` with one 16 MiB region of one of its large files (1/8 of it) rewritten."""
     files = list(base.files)
     k = next(i for i, f in enumerate(files) if "shard-03" in f.path)
     files[k] = files[k].patched(files[k].size // 4, CHANGED, f"{b.tag}/fine{run}")
@@ -172,8 +172,8 @@ def measure_push(b: Bench, s: Section) -> None:
     )
     s.rows.append(
         value_row(
-            f"variant push, one 128 MiB file changed in one {CHANGED // MiB} MiB region: "
-            "bytes on the wire",
+            f"variant push, one {b.scale.stored_size // 8 // MiB} MiB file changed in one "
+            f"{CHANGED // MiB} MiB region: bytes on the wire",
             var_bytes,
             "MiB",
             "changed bytes",
