@@ -5,7 +5,8 @@
 ``cli(*argv)`` runs ``registry.cli.main`` in-process and returns a ``Run``:
 exit code, stdout, stderr, and the registry clients the command opened (so a
 test can read what a transfer sent). ``XDG_CONFIG_HOME`` points at an empty
-folder, so no token a developer saved with ``login`` is sent.
+folder, so no token a developer saved with ``login`` is sent, and ``XDG_CACHE_HOME``
+at another, so each test starts with no chunk cache and leaves none behind.
 """
 
 from __future__ import annotations
@@ -61,4 +62,5 @@ def cli(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[..., Run]:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
     return run_cli

@@ -9,6 +9,7 @@ bench/README.md). Figures may import ``bench.harness`` and ``bench.report.table`
 
 from __future__ import annotations
 
+from bench.figures.chunk_transfer import CHUNK_PULL, CHUNK_PUSH
 from bench.figures.chunks import CHUNKS
 from bench.figures.cli_push import REPUSH, VARIANT
 from bench.figures.figure import Figure
@@ -30,6 +31,8 @@ FIGURES: list[Figure] = [
     VARIANT,
     PULL,
     CHUNKS,
+    CHUNK_PUSH,
+    CHUNK_PULL,
     LOAD,
     OVERHEAD,
     SERVERS_FIGURE,

@@ -127,3 +127,22 @@ def unavailable(client: httpx.Client, method: str, url: str) -> str | None:
         return f"{method} {path} answered {r.status_code} {r.text[:120]!r}"
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}: {exc}"
+
+
+class CliFailed(RuntimeError):
+    """A `carton-registry` command exited non-zero (the message ends with its output)."""
+
+
+def cli_run(exe: Path, args: list[str], env: dict[str, str]) -> tuple[float, str]:
+    """(seconds, stdout) of one `carton-registry` command run as a user runs it."""
+    t = time.perf_counter()
+    out = subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, timeout=TIMEOUT.read, env=env
+    )
+    dt = time.perf_counter() - t
+    if out.returncode != 0:
+        raise CliFailed(
+            f"`carton-registry {args[0]}` exited {out.returncode}: "
+            f"{(out.stderr or out.stdout)[-300:]!r}"
+        )
+    return dt, out.stdout

@@ -28,27 +28,41 @@ def pool() -> bytes:
     return _POOL
 
 
-def _masked(data: memoryview, key: np.ndarray) -> bytes:
-    """``data`` XOR a repeated 8-byte ``key`` (a tail shorter than 8 bytes stays as it is)."""
-    whole = len(data) // 8 * 8
-    words = np.frombuffer(data[:whole], dtype=np.uint64) ^ key
-    return words.tobytes() + bytes(data[whole:])
-
-
 @dataclass(frozen=True)
 class FileSpec:
     path: str
     size: int
-    seed: str  # content is a pure function of (seed, size, compressible)
+    seed: str  # content is a pure function of (seed, size, compressible, patch)
     compressible: bool = False
+    # (offset, length, seed): those bytes (whole MiB) rewritten, the rest as without it
+    patch: tuple[int, int, str] | None = None
+
+    def patched(self, offset: int, length: int, seed: str) -> FileSpec:
+        """This file with one region rewritten: a fine-tune that changed a few tensors."""
+        if offset % CHUNK or length % CHUNK or offset + length > self.size:
+            raise ValueError("a patch covers whole MiB inside the file")
+        return FileSpec(self.path, self.size, self.seed, self.compressible, (offset, length, seed))
+
+
+def _whiten(block: bytearray, key: bytes) -> None:
+    """XOR ``block`` with ``key``'s first 8 bytes, repeated.
+
+    Blocks are slices of one 64 MiB pool, so any two may overlap; content-defined
+    chunking would find the shared bytes and deduplicate "fresh" data (a 256 MiB
+    file held 96 MiB of distinct chunks). Under a key of its own, each block's bytes
+    are its own.
+    """
+    words = np.frombuffer(block, dtype=np.uint64, count=len(block) // 8)
+    words ^= np.frombuffer(key, dtype=np.uint64, count=1)[0]
 
 
 class GenReader(io.RawIOBase):
     """A file's bytes, generated 1 MiB at a time; sha256 computed as it is read.
 
-    Every 1 MiB chunk is masked with a key unique to (seed, chunk index), so no two
-    files (or runs) share content, even split at content-defined boundaries. ``compressible`` chunks are 2 KiB random then
-    2 KiB of zeros per 4 KiB: zstd level 3 shrinks them about 2:1.
+    Every 1 MiB chunk starts with 32 bytes unique to (seed, chunk index) and is
+    whitened by a key of its own (``_whiten``), so no two files (or runs) share
+    content, not even chunks. ``compressible`` chunks are 2 KiB random then 2 KiB
+    of one repeated 8-byte word per 4 KiB: zstd level 3 shrinks them about 2:1.
     """
 
     def __init__(self, spec: FileSpec) -> None:
@@ -62,27 +76,36 @@ class GenReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def _seed_of_block(self) -> str:
+        """The seed block ``k`` is made from: the file's, or its patch's inside the patch."""
+        patch = self.spec.patch
+        if patch is not None and patch[0] <= self.k * CHUNK < patch[0] + patch[1]:
+            return patch[2]
+        return self.spec.seed
+
     def _chunk(self) -> bytes:
         n = min(CHUNK, self.left)
         p = pool()
-        # Every byte is masked with a key unique to (seed, chunk index), so no two files or
-        # runs share content even through content-defined chunking; the pool only saves
-        # generating fresh random bytes (XOR with a tiled 8-byte key runs at memory speed).
-        key = np.frombuffer(
-            hashlib.sha256(f"{self.spec.seed}/{self.k}".encode()).digest()[:8], dtype=np.uint64
-        )
-        if self.spec.compressible:
+        seed = self._seed_of_block()
+        if seed != self.spec.seed:
+            self.rng.randrange(0, POOL_SIZE - n)  # keep the file's sequence for later blocks
+            off = random.Random(f"{seed}/{self.k}").randrange(0, POOL_SIZE - n)
+            out = bytearray(p[off : off + n])
+        elif self.spec.compressible:
             half = n // 2
-            off = self.rng.randrange(0, POOL_SIZE - half) & ~7
-            src = _masked(memoryview(p)[off : off + half], key)
+            off = self.rng.randrange(0, POOL_SIZE - half)
+            src = memoryview(p)[off : off + half]
             out = bytearray(n)
             step = 2048
             for i in range(0, half, step):  # 256 slice copies per MiB: cheap
                 j = 2 * i
                 out[j : j + step] = src[i : i + step]
         else:
-            off = self.rng.randrange(0, POOL_SIZE - n) & ~7
-            out = bytearray(_masked(memoryview(p)[off : off + n], key))
+            off = self.rng.randrange(0, POOL_SIZE - n)
+            out = bytearray(p[off : off + n])
+        tag = hashlib.sha256(f"{seed}/{self.k}".encode()).digest()
+        _whiten(out, tag)
+        out[: min(32, n)] = tag[: min(32, n)]
         self.k += 1
         self.left -= n
         return bytes(out)

@@ -1,4 +1,5 @@
-"""A counting TCP proxy: the bytes a client sends on the wire, whatever the client (CLI figures)."""
+"""A counting TCP proxy: the bytes a client sends and receives on the wire, whatever the client
+(CLI figures; the CLI's chunk transfer tests count through it too)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import threading
 
 
 class CountingProxy:
-    """A TCP proxy on 127.0.0.1 counting the bytes sent upstream (client-agnostic wire accounting)."""
+    """A TCP proxy on 127.0.0.1 counting the bytes sent upstream and back (client-agnostic wire
+    accounting)."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream = ("127.0.0.1", upstream_port)
@@ -19,6 +21,7 @@ class CountingProxy:
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
         self.up = 0  # bytes client -> server
+        self.down = 0  # bytes server -> client
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -30,7 +33,7 @@ class CountingProxy:
 
     def reset(self) -> None:
         with self._lock:
-            self.up = 0
+            self.up = self.down = 0
 
     def _serve(self) -> None:
         while not self._stop.is_set():
@@ -58,9 +61,11 @@ class CountingProxy:
                 if n == 0:
                     break
                 dst.sendall(memoryview(buf)[:n])
-                if way == "up":
-                    with self._lock:
+                with self._lock:
+                    if way == "up":
                         self.up += n
+                    else:
+                        self.down += n
         except OSError:
             pass
         finally:

@@ -62,6 +62,16 @@ class Pushed:
     manifest: str  # manifest_sha256, as the registry answered
 
 
+@dataclass
+class Fine:
+    """A carton the CLI pushed, and a variant of it whose one large file changed in one
+    region (figure 8), for figure 9 to pull with the base in the CLI's chunk cache."""
+
+    base: BuiltCarton
+    variant: BuiltCarton
+    changed: int  # bytes the variant rewrote
+
+
 class Bench:
     """The run every figure measures in; ``cleanup()`` stops its servers and removes its data."""
 
@@ -81,6 +91,7 @@ class Bench:
         self.pg_db: str | None = None
         self.tag = f"{os.getpid()}-{int(time.time())}"  # seeds: fresh bytes every run
         self.pushed: Pushed | None = None
+        self.fine: Fine | None = None
 
     def log(self, msg: str) -> None:
         el = time.monotonic() - self.started
@@ -170,6 +181,17 @@ class Bench:
         """The project's ``carton-registry`` command, if the venv has it."""
         exe = VENV_BIN / "carton-registry"
         return exe if exe.exists() else None
+
+    @property
+    def cli_cache(self) -> Path:
+        """The CLI's cache folder in this run (chunks, verified cartons): never the user's."""
+        return self.work / "cli-cache"
+
+    def cli_env(self) -> dict[str, str]:
+        """The environment CLI runs get: no REGISTRY_* settings, the run's own cache."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+        env["XDG_CACHE_HOME"] = str(self.cli_cache)
+        return env
 
     def cleanup(self) -> None:
         with contextlib.suppress(Exception):

@@ -35,7 +35,7 @@ from .zipchecks import (
     decode_name,
     resolve_symlinks,
 )
-from .zipformat import LOCAL_HEADER, LOCAL_MAGIC
+from .zipformat import LOCAL_HEADER, LOCAL_MAGIC, STORED
 
 
 class _Source:
@@ -247,6 +247,20 @@ class CartonArchive:
         Raises KeyError for a path with no member in the zip.
         """
         return self._open_raw(self._resolve(path))
+
+    def stored_span(self, path: str) -> tuple[int, int] | None:
+        """(offset, size) of a Stored member's bytes in the zip (its local header checked),
+        for readers that map the file; None for a compressed member. Unlike
+        ``open_member``, nothing checks the CRC-32 of bytes read there."""
+        m = self._resolve(path)
+        if m.method != STORED:
+            return None
+        fp, lock, owns = self._source.reader()
+        try:
+            return self._data_offset(m, fp, lock), m.size
+        finally:
+            if owns:
+                fp.close()
 
     def member_size(self, path: str) -> int:
         """Declared uncompressed size of a member (of its target for symlinks)."""

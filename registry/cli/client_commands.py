@@ -36,11 +36,36 @@ VERDICTS = (400, 413, 422)
 """Statuses by which the registry refuses what was sent: errors that are about the file."""
 
 
+def _push_detail(tally: api.Tally) -> Callable[[], str]:
+    return lambda: f"sent {human_bytes(tally.moved)}, {human_bytes(tally.reused)} already there"
+
+
+def _cache_detail(tally: api.Tally) -> Callable[[], str]:
+    return lambda: f"received {human_bytes(tally.moved)}, {human_bytes(tally.reused)} cached"
+
+
+def _chunk_cache(args: argparse.Namespace) -> api.ChunkCache | None:
+    return None if args.no_cache else api.ChunkCache.default()
+
+
+def _print_cache_summary(tally: api.Tally) -> None:
+    """How much of the files came over the network, and how much from the local cache."""
+    total = tally.moved + tally.reused
+    print(
+        f"received {human_bytes(tally.moved)} of {human_bytes(total)}; "
+        f"{human_bytes(tally.reused)} from the local cache"
+    )
+
+
 def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
     path = Path(args.file)
     if not path.is_file():
         return fail(f"{path}: no such file")
-    with connect(args.url, args.token) as client, transfer_progress(f"push {path.name}") as bar:
+    tally = api.Tally()
+    with (
+        connect(args.url, args.token) as client,
+        transfer_progress(f"push {path.name}", detail=_push_detail(tally)) as bar,
+    ):
 
         def on_plan(plan: api.PushPlan) -> None:
             bar.set_total(plan.read_bytes)
@@ -54,10 +79,10 @@ def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
                 model=args.model,
                 tag=args.tag,
                 full=args.full,
+                verified=None if args.no_cache else api.VerifiedCartons.default(),
+                tally=tally,
                 on_plan=on_plan,
-                on_local_error=lambda why: err(
-                    f"note: {path} could not be read locally ({why}); sending it whole"
-                ),
+                on_send_whole=lambda why: err(f"note: {why}; sending it whole"),
                 progress=bar.advance,
             )
         except api.ClientError as exc:
@@ -89,6 +114,11 @@ def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
         print(line)
     if args.tag:
         print(f"tagged {args.tag}")
+    if not outcome.full:
+        print(
+            f"sent {human_bytes(tally.moved)} of {human_bytes(total)}; "
+            f"{human_bytes(max(0, total - tally.moved))} already in the registry"
+        )
     print(outcome.manifest_sha256)
     return 0
 
@@ -100,32 +130,46 @@ def cmd_pull(args: argparse.Namespace, connect: Connect) -> int:
             output = Path(args.output)
         else:  # the name a browser saves the web page's download as
             output = Path(client.carton_filename(sha, full=args.full))
-        with transfer_progress(f"pull {output.name}") as bar:
+        cache = _chunk_cache(args) if args.full else None
+        tally = api.Tally()
+        detail = _cache_detail(tally) if cache is not None else None
+        with transfer_progress(f"pull {output.name}", detail=detail) as bar:
             written = api.pull_carton(
                 client,
                 sha,
                 output,
                 full=args.full,
+                cache=cache,
+                tally=tally,
                 on_start=bar.set_total,
                 progress=bar.advance,
             )
     form = "full" if args.full else "slim"
     print(f"wrote {output} ({form}, {human_bytes(written)}), manifest {sha}")
+    if cache is not None:
+        _print_cache_summary(tally)
     print(sha)
     return 0
 
 
 def cmd_hydrate(args: argparse.Namespace) -> int:
-    with transfer_progress(f"hydrate {Path(args.slim).name}") as bar:
+    cache = _chunk_cache(args)
+    tally = api.Tally()
+    detail = _cache_detail(tally) if cache is not None else None
+    with transfer_progress(f"hydrate {Path(args.slim).name}", detail=detail) as bar:
         sha = api.hydrate_carton(
             args.slim,
             args.output,
             token=args.token,
             registry_url=args.url,
+            cache=cache,
+            tally=tally,
             on_fetch=lambda path, url: err(f"fetched {path} from {url}"),
             progress=bar.advance,
         )
     print(f"wrote {args.output}, manifest {sha}")
+    if cache is not None:
+        _print_cache_summary(tally)
     print(sha)
     return 0
 
@@ -156,6 +200,17 @@ def client_options() -> argparse.ArgumentParser:
     return parent
 
 
+CACHE_NOTE = (
+    "The chunk cache is carton-registry/chunks in the platform's cache folder "
+    f"($XDG_CACHE_HOME, else ~/.cache; ~/Library/Caches on macOS), at most "
+    f"${api.MAX_BYTES_ENV} bytes (default 10 GiB), least recently used chunks first out."
+)
+
+
+def add_no_cache(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--no-cache", action="store_true", help=what)
+
+
 def add_parser(sub: Any, name: str, summary: str, **kwargs: Any) -> argparse.ArgumentParser:
     """A registry command: --url/--token after the verb, its summary as help and description."""
     kwargs.setdefault("description", summary[0].upper() + summary[1:] + ".")
@@ -175,10 +230,13 @@ def add_commands(sub: Any, connect: Connect) -> None:
     p = add_parser(
         sub,
         "push",
-        "push a carton, sending only the blobs the registry lacks",
+        "push a carton, sending only the files and chunks the registry lacks",
         description=(
             "Push a carton. Asks the registry which files it lacks and uploads only those; "
-            "every file in the zip is checked against its MANIFEST sha256 first. Prints the "
+            "a large file goes as the chunks the registry lacks, so a fine-tune sends little "
+            "more than what changed, and an interrupted push, run again, sends only the rest. "
+            "Every file in the zip is checked against its MANIFEST sha256 (a carton file "
+            "verified by an earlier push, unchanged since, is not read again). Prints the "
             "manifest hash on the last line."
         ),
         epilog="example:\n  carton-registry push model.carton --tag prod",
@@ -193,6 +251,7 @@ def add_commands(sub: Any, connect: Connect) -> None:
         action="store_true",
         help="send the whole file in one request (the registry checks it all)",
     )
+    add_no_cache(p, "hash every file, even of a carton file verified before, and remember nothing")
     p.set_defaults(func=partial(cmd_push, connect=connect))
 
     p = add_parser(
@@ -201,8 +260,9 @@ def add_commands(sub: Any, connect: Connect) -> None:
         "download a carton",
         description=(
             "Download a carton: slim by default (big files stay on the registry, named in "
-            "LINKS), or --full with every file inline. The download is verified and appears "
-            "only when complete."
+            "LINKS), or --full with every file inline. With --full, the big files are made "
+            "of chunks kept in a local cache and only the chunks it lacks are fetched. The "
+            "download is verified and appears only when complete. " + CACHE_NOTE
         ),
         epilog="examples:\n  carton-registry pull resnet@prod\n"
         "  carton-registry pull resnet:3 --full -o resnet.carton",
@@ -215,6 +275,7 @@ def add_commands(sub: Any, connect: Connect) -> None:
         help="where to write it (default: the web download's name, NAME-HASH12[-full].carton)",
     )
     p.add_argument("--full", action="store_true", help="every file inline (no LINKS)")
+    add_no_cache(p, "with --full, download the registry's full carton as is, no chunk cache")
     p.set_defaults(func=partial(cmd_pull, connect=connect))
 
     p = add_parser(
@@ -223,12 +284,14 @@ def add_commands(sub: Any, connect: Connect) -> None:
         "turn a slim carton into a full one, fetching its LINKS",
         description=(
             "Write a full carton from a slim one: every file LINKS names is fetched (from "
-            "any host) and checked against its sha256. The token is sent only to --url."
+            "any host) and checked against its sha256; from a registry, only the chunks the "
+            "local cache lacks. The token is sent only to --url. " + CACHE_NOTE
         ),
         epilog="example:\n  carton-registry hydrate resnet-3f2a9c1d4e5b.carton -o full.carton",
     )
     p.add_argument("slim", metavar="SLIM", help="the slim .carton file")
     p.add_argument("-o", "--output", metavar="FULL", required=True, help="the full carton to write")
+    add_no_cache(p, "fetch every linked file whole, no chunk cache")
     p.set_defaults(func=cmd_hydrate)
 
     p = sub.add_parser(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -81,20 +81,30 @@ def print_table(
 
 
 @contextmanager
-def transfer_progress(description: str, total: int | None = None) -> Iterator[Any]:
+def transfer_progress(
+    description: str, total: int | None = None, detail: Callable[[], str] | None = None
+) -> Iterator[Any]:
     """A rich progress bar on stderr (hidden when stderr is not a terminal).
 
-    Yields an object with ``advance(n)`` and ``set_total(n)``.
+    Yields an object with ``advance(n)`` and ``set_total(n)``. ``detail`` is shown
+    after the bar, read again at every refresh (e.g. bytes sent vs. already known).
     """
     from rich.console import Console
     from rich.progress import (
         BarColumn,
         DownloadColumn,
         Progress,
+        ProgressColumn,
+        Task,
         TextColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
+    from rich.text import Text
+
+    class DetailColumn(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(detail() if detail is not None else "", style="progress.download")
 
     enabled = sys.stderr.isatty()
     progress = Progress(
@@ -103,6 +113,7 @@ def transfer_progress(description: str, total: int | None = None) -> Iterator[An
         DownloadColumn(),
         TransferSpeedColumn(),
         TimeRemainingColumn(),
+        *([DetailColumn()] if detail is not None else []),
         console=Console(stderr=True),
         disable=not enabled,
         transient=False,

@@ -1,23 +1,29 @@
 """The Python client of the registry's REST API, and the transfers built on it.
 
 What lives here: ``transport`` (``RegistryClient`` over httpx, ``ClientError``
-and how error bodies are decoded), ``references`` (``parse_ref``, ``resolve``:
-hashes, ``sha256:`` and hash prefixes, names, versions, tags), ``push`` (plan,
-local verification, slim zip, upload), ``pull`` (download and verify),
-``hydrate`` (slim to full, fetching LINKS from any host), ``files`` (client
-read limits, atomic output), ``credentials`` (the tokens ``login`` saves, one
-per registry URL).
+and how error bodies are decoded, ``Tally``), ``references`` (``parse_ref``,
+``resolve``: hashes, ``sha256:`` and hash prefixes, names, versions, tags),
+``push`` (plan, local verification, slim zip, upload), ``chunks`` (large files
+sent as the chunks the registry lacks), ``pull`` (download and verify),
+``hydrate`` (slim to full, fetching LINKS from any host), ``blobfetch`` (one
+file, from the chunks the local cache lacks), ``cache`` (the local chunk cache and
+the cartons already verified), ``files`` (client read limits, atomic output),
+``credentials`` (the tokens ``login`` saves, one per registry URL).
 
-It may import ``registry.carton``, httpx and the ``DEFAULT_PORT`` of
-``registry.settings`` (a leaf module); never ``services/``, ``http/`` or
-``cli/``, so pushing or pulling loads no database driver or web framework. The
-CLI (``registry.cli``) is a thin layer over it; scripts can use it directly::
+It may import ``registry.carton``, httpx, the ``DEFAULT_PORT`` of
+``registry.settings`` (a leaf module) and ``registry.blobstore.chunking`` (pure:
+the client cuts files exactly as the registry does); never ``services/``,
+``http/`` or ``cli/``, so pushing or pulling loads no database driver or web
+framework. The CLI (``registry.cli``) is a thin layer over it; scripts can use it
+directly::
 
     with RegistryClient("http://127.0.0.1:8080") as client:
         outcome = push_carton(client, "model.carton", tag="latest")
-        pull_carton(client, outcome.manifest_sha256, "copy.carton", full=True)
+        pull_carton(client, outcome.manifest_sha256, "copy.carton", full=True,
+                    cache=ChunkCache.default())
 """
 
+from registry.client.cache import MAX_BYTES_ENV, ChunkCache, VerifiedCartons
 from registry.client.hydrate import fetch_verified, hydrate_carton
 from registry.client.pull import pull_carton, verify_manifest
 from registry.client.push import PushOutcome, PushPlan, plan_push, push_carton, slim_zip
@@ -27,17 +33,22 @@ from registry.client.transport import (
     ClientError,
     Progress,
     RegistryClient,
+    Tally,
     check_registry_url,
     default_url,
 )
 
 __all__ = [
     "DEFAULT_URL",
+    "MAX_BYTES_ENV",
+    "ChunkCache",
     "ClientError",
     "Progress",
     "PushOutcome",
     "PushPlan",
     "RegistryClient",
+    "Tally",
+    "VerifiedCartons",
     "check_registry_url",
     "default_url",
     "fetch_verified",

@@ -1,7 +1,8 @@
 """Hydrate: turn a slim carton into a full one, fetching LINKS from any host and verifying.
 
 Needs no registry: LINKS URLs may point anywhere. The registry's token is
-sent only to URLs on the registry's own origin.
+sent only to URLs on the registry's own origin. With a chunk cache, a LINKS URL
+that is a registry's ``/blobs/{sha256}`` costs only the chunks the cache lacks.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import httpx
 from registry.carton.digests import mismatch_message
 from registry.carton.errors import CartonFormatError
 from registry.carton.manifest import MANIFEST_NAME
-from registry.carton.streams import CHUNK
 from registry.carton.zipread import CartonArchive
 from registry.carton.zipwrite import STORED, ZSTD, write_zip
+from registry.client.blobfetch import iter_blob
+from registry.client.cache import ChunkCache
 from registry.client.files import CLIENT_LIMITS, atomic_output
-from registry.client.transport import ClientError, Progress, error_message
+from registry.client.transport import ClientError, Progress, Tally
 
 
 class _VerifyingReader(io.RawIOBase):
@@ -69,9 +71,15 @@ def fetch_verified(
     *,
     auth_origin: str | None = None,
     token: str | None = None,
+    cache: ChunkCache | None = None,
+    tally: Tally | None = None,
     progress: Progress | None = None,
 ) -> str:
-    """Write the first URL whose (decoded) bytes hash to ``sha256`` into ``dest``; its URL."""
+    """Write the first URL whose (decoded) bytes hash to ``sha256`` into ``dest``; its URL.
+
+    With a ``cache``, a URL of a registry's ``/blobs/{sha256}`` is read as the chunks
+    the cache lacks (``registry.client.blobfetch``).
+    """
     failures: list[str] = []
     for url in urls:
         dest.seek(0)
@@ -79,28 +87,47 @@ def fetch_verified(
         headers = {}
         if token and auth_origin and _same_origin(url, auth_origin):
             headers["Authorization"] = f"Bearer {token}"
-        h = hashlib.sha256()
         try:
-            with http.stream("GET", url, headers=headers) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    reason = error_message(response)
-                    failures.append(f"{url}: HTTP {response.status_code} {reason}")
-                    continue
-                for chunk in response.iter_bytes(CHUNK):
-                    h.update(chunk)
-                    dest.write(chunk)
-                    if progress is not None:
-                        progress(len(chunk))
+            for piece in iter_blob(
+                http, url, sha256, cache=cache, headers=headers, tally=tally, progress=progress
+            ):
+                dest.write(piece)
         except httpx.HTTPError as exc:
             failures.append(f"{url}: {type(exc).__name__}: {exc}")
             continue
-        digest = h.hexdigest()
-        if digest == sha256:
-            dest.flush()
-            return url
-        failures.append(mismatch_message(url, digest, sha256))
+        except ClientError as exc:
+            failures.append(exc.message)
+            continue
+        dest.flush()
+        return url
     raise ClientError(f"{path}: no LINKS URL gave the right bytes: " + "; ".join(failures))
+
+
+def write_full(
+    archive: CartonArchive,
+    out: BinaryIO,
+    where: str,
+    linked: Callable[[str, str], BinaryIO],
+    method: int,
+) -> None:
+    """A full carton of ``archive`` (MANIFEST, then every file, no LINKS) into ``out``.
+
+    Files inside the zip are checked against MANIFEST as they are copied;
+    ``linked(path, sha256)`` opens the bytes of the others (its caller verifies them).
+    """
+
+    def opener(path: str, sha: str) -> Callable[[], BinaryIO]:
+        if path in archive.members:
+            name = f"{where}: {path}"
+            return lambda: _VerifyingReader(archive.open_member(path), name, sha)  # type: ignore[return-value]
+        return lambda: linked(path, sha)
+
+    raw = archive.manifest.raw
+    members: list[tuple[str, Callable[[], BinaryIO], int]] = [
+        (MANIFEST_NAME, lambda: io.BytesIO(raw), STORED)
+    ]
+    members += [(e.path, opener(e.path, e.sha256), method) for e in archive.manifest]
+    write_zip(out, members)
 
 
 def hydrate_carton(
@@ -110,6 +137,8 @@ def hydrate_carton(
     token: str | None = None,
     registry_url: str | None = None,
     timeout: float = 300.0,
+    cache: ChunkCache | None = None,
+    tally: Tally | None = None,
     on_fetch: Callable[[str, str], None] | None = None,
     progress: Progress | None = None,
 ) -> str:
@@ -149,23 +178,15 @@ def hydrate_carton(
                     dest,
                     auth_origin=registry_url,
                     token=token,
+                    cache=cache,
+                    tally=tally,
                     progress=progress,
                 )
             if on_fetch is not None:
                 on_fetch(entry.path, url)
             fetched[entry.sha256] = tmp
-
-        def opener(path: str, sha: str) -> Callable[[], BinaryIO]:
-            if path in archive.members:
-                where = f"{slim}: {path}"
-                return lambda: _VerifyingReader(archive.open_member(path), where, sha)  # type: ignore[return-value]
-            return lambda: fetched[sha].open("rb")
-
-        raw = archive.manifest.raw
-        members: list[tuple[str, Callable[[], BinaryIO], int]] = [
-            (MANIFEST_NAME, lambda: io.BytesIO(raw), STORED)
-        ]
-        members += [(e.path, opener(e.path, e.sha256), ZSTD) for e in archive.manifest]
         with atomic_output(out_path) as f:
-            write_zip(f, members)
+            write_full(archive, f, str(slim), lambda _, sha: fetched[sha].open("rb"), ZSTD)
+        if cache is not None and cache.added:
+            cache.trim()
         return archive.manifest_sha256

@@ -1,16 +1,30 @@
-"""Pull: download a carton by manifest hash, write it atomically, verify it."""
+"""Pull: download a carton by manifest hash, write it atomically, verify it.
+
+A full pull with a chunk cache is built here from the slim carton, as
+``hydrate`` does, with each linked file made of the chunks the cache holds and
+those it lacks (``registry.client.blobfetch``); the result is checked like a
+downloaded one.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import BinaryIO
 
+import httpx
+
 from registry.carton.errors import CartonFormatError
-from registry.carton.streams import CHUNK
+from registry.carton.streams import CHUNK, IteratorReader
 from registry.carton.zipread import CartonArchive
+from registry.carton.zipwrite import STORED
+from registry.client.blobfetch import iter_blob
+from registry.client.cache import ChunkCache
 from registry.client.files import CLIENT_LIMITS, atomic_output
-from registry.client.transport import ClientError, Progress, RegistryClient
+from registry.client.hydrate import write_full
+from registry.client.transport import ClientError, Progress, RegistryClient, Tally
 
 
 def verify_manifest(
@@ -35,30 +49,100 @@ def verify_manifest(
         raise ClientError(f"{where}: the downloaded carton lacks {', '.join(missing[:5])}")
 
 
+def _download(
+    client: RegistryClient,
+    manifest_sha256: str,
+    dest: BinaryIO,
+    *,
+    full: bool,
+    on_start: Callable[[int | None], None] | None = None,
+    progress: Progress | None = None,
+) -> int:
+    """``/cartons/{sha}.carton`` into ``dest``; bytes written."""
+    written = 0
+    response = client.stream_carton(manifest_sha256, full=full)
+    try:
+        length = response.headers.get("content-length")
+        if on_start is not None:
+            on_start(int(length) if length and length.isdigit() else None)
+        for chunk in response.iter_bytes(CHUNK):
+            dest.write(chunk)
+            written += len(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    finally:
+        response.close()
+    dest.flush()
+    return written
+
+
 def pull_carton(
     client: RegistryClient,
     manifest_sha256: str,
     output: str | os.PathLike[str],
     *,
     full: bool = False,
+    cache: ChunkCache | None = None,
+    tally: Tally | None = None,
     on_start: Callable[[int | None], None] | None = None,
     progress: Progress | None = None,
 ) -> int:
-    """Download ``/cartons/{sha}.carton`` to ``output`` (atomically, verified); bytes written."""
-    written = 0
+    """Download ``/cartons/{sha}.carton`` to ``output`` (atomically, verified); bytes written.
+
+    ``full`` with a ``cache``: built locally from the slim carton (module doc).
+    """
+    if full and cache is not None:
+        return _build_full(client, manifest_sha256, output, cache, tally, on_start, progress)
     with atomic_output(output) as f:
-        response = client.stream_carton(manifest_sha256, full=full)
-        try:
-            length = response.headers.get("content-length")
-            if on_start is not None:
-                on_start(int(length) if length and length.isdigit() else None)
-            for chunk in response.iter_bytes(CHUNK):
-                f.write(chunk)
-                written += len(chunk)
-                if progress is not None:
-                    progress(len(chunk))
-        finally:
-            response.close()
-        f.flush()
+        written = _download(
+            client, manifest_sha256, f, full=full, on_start=on_start, progress=progress
+        )
         verify_manifest(f, manifest_sha256, full=full, name=str(output))
     return written
+
+
+def _build_full(
+    client: RegistryClient,
+    manifest_sha256: str,
+    output: str | os.PathLike[str],
+    cache: ChunkCache,
+    tally: Tally | None,
+    on_start: Callable[[int | None], None] | None,
+    progress: Progress | None,
+) -> int:
+    """The full carton from the slim one and each linked file's chunks (cached or fetched)."""
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(prefix=".pull-", dir=output.parent) as slim:
+        _download(client, manifest_sha256, slim, full=False)
+        verify_manifest(slim, manifest_sha256, full=False, name=str(output))
+        with CartonArchive.open(slim, CLIENT_LIMITS) as archive:
+            if on_start is not None:
+                files = client.get_carton(manifest_sha256)["files"]
+                on_start(sum(f["size"] for f in files if f["path"] not in archive.members))
+
+            def linked(_: str, sha256: str) -> BinaryIO:
+                blob = _registry_blob(client, sha256, cache, tally, progress)
+                return IteratorReader(blob)  # type: ignore[return-value]
+
+            with atomic_output(output) as f:
+                write_full(archive, f, str(output), linked, STORED)
+                written = f.tell()
+                verify_manifest(f, manifest_sha256, full=True, name=str(output))
+    if cache.added:
+        cache.trim()
+    return written
+
+
+def _registry_blob(
+    client: RegistryClient,
+    sha256: str,
+    cache: ChunkCache,
+    tally: Tally | None,
+    progress: Progress | None,
+) -> Iterator[bytes]:
+    url = f"{client.url}/blobs/{sha256}"
+    try:
+        yield from iter_blob(client.http, url, sha256, cache=cache, tally=tally, progress=progress)
+    except httpx.HTTPError as exc:
+        raise ClientError(f"{url}: {type(exc).__name__}: {exc}") from exc

@@ -1,10 +1,13 @@
-"""Push: ask which blobs the registry lacks, upload those, then post a slim zip.
+"""Push: ask which files the registry lacks, upload those, then post a slim zip.
 
-The slim zip (carton.toml, tensor index, MANIFEST, LINKS) lets the registry
-validate and index the carton from blobs it already holds. Every file the zip
-holds is hashed on the way, uploaded or not: the registry never sees the bytes
-of a file it already has, so only the client can tell that the local file no
-longer matches its MANIFEST.
+Files of at most the registry's ``min_file_bytes`` are uploaded whole; larger
+ones as the chunks the registry lacks (``registry.client.chunks``). The slim zip
+(carton.toml, tensor index, MANIFEST, LINKS) lets the registry validate and index
+the carton from files it already holds. Every file the zip holds is hashed on the
+way, uploaded or not: the registry never sees the bytes of a file it already has,
+so only the client can tell that the local file no longer matches its MANIFEST.
+A carton file verified that way is remembered (``VerifiedCartons``) while it stays
+unchanged, so pushing it again reads only its directory and MANIFEST.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import hashlib
 import io
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -25,8 +30,11 @@ from registry.carton.paths import CARTON_TOML, TENSOR_INDEX
 from registry.carton.streams import CHUNK
 from registry.carton.zipread import CartonArchive
 from registry.carton.zipwrite import STORED, write_zip
+from registry.client.cache import VerifiedCartons
+from registry.client.chunks import ChunkedFile, ChunkTerms, ChunkUploader
 from registry.client.files import CLIENT_LIMITS
-from registry.client.transport import ClientError, Progress, RegistryClient
+from registry.client.members import LocalCarton
+from registry.client.transport import ClientError, Progress, RegistryClient, Tally
 
 
 @dataclass
@@ -38,7 +46,8 @@ class PushOutcome:
     already_stored: int = 0
     linked: list[str] = field(default_factory=list)  # missing and not in the zip: left to LINKS
     full: bool = False
-    local_error: str | None = None  # why the slim path was not taken
+    local_error: str | None = None  # why the slim path was not taken, unless asked for
+    tally: Tally = field(default_factory=Tally)  # file bytes sent, and skipped as known
 
 
 @dataclass
@@ -50,15 +59,21 @@ class PushPlan:
     uploads: list[tuple[str, str, int]]
     linked: list[str]
     verify: list[tuple[str, str, int]] = field(default_factory=list)
+    verified_before: bool = False  # this very file was verified by an earlier push
 
     @property
     def upload_bytes(self) -> int:
         return sum(size for _, _, size in self.uploads)
 
     @property
+    def known_bytes(self) -> int:
+        """Bytes of the zip's files that the registry holds already (or that repeat one)."""
+        return sum(size for _, _, size in self.verify)
+
+    @property
     def read_bytes(self) -> int:
         """Every byte the push reads from the zip: uploaded or only verified."""
-        return self.upload_bytes + sum(size for _, _, size in self.verify)
+        return self.upload_bytes + (0 if self.verified_before else self.known_bytes)
 
 
 def plan_push(client: RegistryClient, archive: CartonArchive) -> PushPlan:
@@ -109,6 +124,7 @@ def slim_zip(archive: CartonArchive) -> bytes:
 
 RECOVERY_ATTEMPTS = 3
 """Rounds of uploading what the registry reports missing before a push gives up."""
+VERIFY_WORKERS = min(4, os.cpu_count() or 1)
 
 
 def _uploads_for(archive: CartonArchive, hashes: list[str]) -> list[tuple[str, str, int]]:
@@ -121,20 +137,70 @@ def _uploads_for(archive: CartonArchive, hashes: list[str]) -> list[tuple[str, s
     return uploads
 
 
-def _upload(
-    client: RegistryClient,
-    archive: CartonArchive,
-    path: Path,
-    uploads: list[tuple[str, str, int]],
-    outcome: PushOutcome,
-    progress: Progress | None,
+class _Sender:
+    """Uploads the files the registry lacks: small ones whole, large ones as chunks."""
+
+    def __init__(
+        self,
+        client: RegistryClient,
+        files: LocalCarton,
+        outcome: PushOutcome,
+        progress: Progress | None,
+    ) -> None:
+        self.client, self.files = client, files
+        self.outcome, self.progress = outcome, progress
+        self._chunks: ChunkUploader | None = None
+
+    def close(self) -> None:
+        if self._chunks is not None:
+            self._chunks.close()
+
+    def _uploader(self) -> ChunkUploader:
+        if self._chunks is None:
+            terms = ChunkTerms.fetch(self.client)
+            self._chunks = ChunkUploader(self.client, terms, self.outcome.tally)
+        return self._chunks
+
+    def _chunked(self, size: int) -> bool:
+        """Worth sending as chunks: larger than ``min_file_bytes``, and assembled in one
+        request (at most ``max_query`` chunks, counted at the smallest average chunk)."""
+        terms = self._uploader().terms
+        return terms.min_file_bytes < size <= terms.max_query * terms.params.avg_size
+
+    def send(self, uploads: list[tuple[str, str, int]]) -> None:
+        """Upload each file, checked against its MANIFEST sha256 as it is read."""
+        if not uploads:
+            return
+        path, archive = self.files.path, self.files.archive
+        for sha, member, size in uploads:
+            where = f"{path}: {member}"
+            if self._chunked(size):
+                chunks = self._uploader()
+                names = chunks.send_chunks(self.files.source(member), sha, where, self.progress)
+                reread = partial(self.files.source, member)
+                chunks.assemble(ChunkedFile(sha, size, names, where, reread))
+            else:
+                with archive.open_member(member) as reader:
+                    body = _verified(reader, path, member, sha)
+                    self.client.put_blob(sha, body, size, self.progress)
+                self.outcome.tally.add(moved=size)
+            self.outcome.uploaded_blobs += 1
+            self.outcome.uploaded_bytes += size
+        self._uploader().finish()
+
+
+def _verify_all(
+    files: LocalCarton, verify: list[tuple[str, str, int]], progress: Progress | None
 ) -> None:
-    """PUT each blob, checked against its MANIFEST sha256 as it is read (``_verified``)."""
-    for sha, member, member_size in uploads:
-        with archive.open_member(member) as reader:
-            client.put_blob(sha, _verified(reader, path, member, sha), member_size, progress)
-        outcome.uploaded_blobs += 1
-        outcome.uploaded_bytes += member_size
+    """Check each (sha256, member) against MANIFEST, several at once (hashing frees the GIL)."""
+    with ThreadPoolExecutor(VERIFY_WORKERS, thread_name_prefix="verify") as pool:
+        checks = [pool.submit(files.verify, member, sha, progress) for sha, member, _ in verify]
+        for check in checks:
+            check.result()
+
+
+class _Collected(Exception):
+    """What this push sent or was told is stored kept being collected by GC."""
 
 
 def push_carton(
@@ -144,46 +210,81 @@ def push_carton(
     model: str | None = None,
     tag: str | None = None,
     full: bool = False,
+    verified: VerifiedCartons | None = None,
+    tally: Tally | None = None,
     on_plan: Callable[[PushPlan], None] | None = None,
-    on_local_error: Callable[[str], None] | None = None,
+    on_send_whole: Callable[[str], None] | None = None,
     progress: Progress | None = None,
 ) -> PushOutcome:
-    """Push a local carton, sending only the blobs the registry lacks (unless ``full``).
+    """Push a local carton, sending only the files and chunks the registry lacks (unless
+    ``full``).
 
-    A file that cannot be read locally as a carton is sent whole, so the
-    registry's own validation gives the verdict.
+    The whole file is sent instead (``on_send_whole`` is told why) when it cannot
+    be read locally as a carton, so that the registry's own validation gives the
+    verdict; and when GC took what this push relied on in every round of
+    recovery (a collector run with no grace period, over and over): one request
+    holds everything, so nothing can go missing in between. ``verified``
+    remembers cartons whose files were all checked; ``tally`` counts the file
+    bytes sent and skipped as they go (``outcome.tally``).
     """
     path = Path(path)
-    size = path.stat().st_size
-    archive: CartonArchive | None = None
-    local_error: str | None = None
+    reason: str | None = None
     if not full:
         try:
             archive = CartonArchive.open(path, CLIENT_LIMITS)
         except CartonFormatError as exc:
-            local_error = exc.message
-            if on_local_error is not None:
-                on_local_error(local_error)
-    if archive is None:
-        with path.open("rb") as f:
-            response = client.post_carton(
-                iter(lambda: f.read(CHUNK), b""), size, model=model, tag=tag, progress=progress
-            )
-        return PushOutcome(
-            response["manifest_sha256"], response, full=True, local_error=local_error
+            reason = f"{path} could not be read locally ({exc.message})"
+        else:
+            try:
+                with archive:
+                    outcome = _push_slim(
+                        client, archive, path, model, tag, verified, tally, on_plan, progress
+                    )
+            except _Collected as exc:
+                reason = str(exc)
+            else:
+                if verified is not None:
+                    verified.remember(path, outcome.manifest_sha256)
+                return outcome
+        if on_send_whole is not None:
+            on_send_whole(reason)
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        response = client.post_carton(
+            iter(lambda: f.read(CHUNK), b""), size, model=model, tag=tag, progress=progress
         )
-    with archive:
-        plan = plan_push(client, archive)
-        if on_plan is not None:
-            on_plan(plan)
-        outcome = PushOutcome(plan.manifest_sha256, {}, linked=plan.linked)
-        outcome.already_stored = plan.distinct - len(plan.uploads) - len(plan.linked)
-        for sha, member, _ in plan.verify:  # before any upload: a stale file fails fast
-            with archive.open_member(member) as reader:
-                for chunk in _verified(reader, path, member, sha):
-                    if progress is not None:
-                        progress(len(chunk))
-        _upload(client, archive, path, plan.uploads, outcome, progress)
+    outcome = PushOutcome(response["manifest_sha256"], response, full=True, local_error=reason)
+    outcome.tally.add(moved=size)
+    return outcome
+
+
+def _push_slim(
+    client: RegistryClient,
+    archive: CartonArchive,
+    path: Path,
+    model: str | None,
+    tag: str | None,
+    verified: VerifiedCartons | None,
+    tally: Tally | None,
+    on_plan: Callable[[PushPlan], None] | None,
+    progress: Progress | None,
+) -> PushOutcome:
+    """Files the registry lacks (whole or as chunks), then the slim zip; verified locally."""
+    plan = plan_push(client, archive)
+    plan.verified_before = verified is not None and verified.verified(path, plan.manifest_sha256)
+    if on_plan is not None:
+        on_plan(plan)
+    outcome = PushOutcome(plan.manifest_sha256, {}, linked=plan.linked)
+    if tally is not None:
+        outcome.tally = tally
+    outcome.already_stored = plan.distinct - len(plan.uploads) - len(plan.linked)
+    files = LocalCarton(archive, path)
+    if not plan.verified_before:  # before any upload: a stale file fails fast
+        _verify_all(files, plan.verify, progress)
+    outcome.tally.add(reused=plan.known_bytes)
+    sender = _Sender(client, files, outcome, progress)
+    try:
+        sender.send(plan.uploads)
         body = slim_zip(archive)
         for attempt in range(RECOVERY_ATTEMPTS + 1):
             try:
@@ -192,9 +293,23 @@ def push_carton(
             except ClientError as exc:
                 # A file reported present may have been collected by GC since: send it now.
                 lacking = _uploads_for(archive, exc.missing)
-                if attempt == RECOVERY_ATTEMPTS or not lacking or exc.status != 400:
+                if exc.status != 400 or not lacking:
                     raise
-                _upload(client, archive, path, lacking, outcome, progress)
+                if attempt == RECOVERY_ATTEMPTS:
+                    raise _Collected(
+                        f"the registry's garbage collector took {len(lacking)} file(s) this "
+                        f"push relied on, {RECOVERY_ATTEMPTS + 1} times over"
+                    ) from exc
+                sender.send(lacking)
+    except ClientError as exc:
+        if exc.status == 400 and exc.missing_chunks:  # still lacking after ASSEMBLE_ROUNDS
+            raise _Collected(
+                f"the registry's garbage collector took chunks this push had sent ({exc.message})"
+            ) from exc
+        raise
+    finally:
+        sender.close()
+        files.close()
     if outcome.response.get("manifest_sha256") != outcome.manifest_sha256:
         raise ClientError(
             f"the registry stored manifest {outcome.response.get('manifest_sha256')}, "

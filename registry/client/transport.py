@@ -2,13 +2,15 @@
 
 Every request counts the body bytes it sends (``client.bytes_sent``) and is
 recorded in ``client.requests`` as ``(method, path)``, so a caller can tell
-what a transfer cost.
+what a transfer cost. A client may be shared by threads (chunk transfers keep
+several requests in flight): httpx's pool is thread-safe, and so are the counters.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from email.message import Message
 from typing import Any
@@ -25,17 +27,42 @@ Progress = Callable[[int], None]
 """Called with the number of bytes just transferred."""
 
 
+class Tally:
+    """Bytes of file content a transfer moved, and bytes it did not have to move.
+
+    A push counts what it ``moved`` to the registry and what it skipped as already
+    there (``reused``); a pull, what it received and what the local cache held.
+    Updated by several threads at once.
+    """
+
+    def __init__(self) -> None:
+        self.moved = 0
+        self.reused = 0
+        self._lock = threading.Lock()
+
+    def add(self, *, moved: int = 0, reused: int = 0) -> None:
+        with self._lock:
+            self.moved += moved
+            self.reused += reused
+
+
 class ClientError(Exception):
     """Something the user must be told about; ``status`` is the HTTP status when there was one."""
 
     def __init__(
-        self, message: str, status: int | None = None, missing: list[str] | None = None
+        self,
+        message: str,
+        status: int | None = None,
+        missing: list[str] | None = None,
+        missing_chunks: list[str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         # Files the registry reported neither in the push nor stored (``missing`` in the body).
         self.missing = missing or []
+        # Chunks an assemble named that the registry does not hold (``missing_chunks``).
+        self.missing_chunks = missing_chunks or []
 
     def __str__(self) -> str:
         return f"{self.message} (HTTP {self.status})" if self.status else self.message
@@ -90,14 +117,14 @@ def error_message(response: httpx.Response) -> str:
     return text[:500] or response.reason_phrase or "request failed"
 
 
-def missing_files(response: httpx.Response) -> list[str]:
-    """The ``missing`` list of an error body (files a push lacked), else empty."""
+def listed_in_error(response: httpx.Response, key: str) -> list[str]:
+    """A list of names in an error body (``missing`` files, ``missing_chunks``), else empty."""
     try:
         body = response.json()
     except ValueError:
         return []
-    missing = body.get("missing") if isinstance(body, dict) else None
-    return [m for m in missing if isinstance(m, str)] if isinstance(missing, list) else []
+    names = body.get(key) if isinstance(body, dict) else None
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 class RegistryClient:
@@ -115,6 +142,7 @@ class RegistryClient:
         self.token = token
         self.bytes_sent = 0
         self.requests: list[tuple[str, str]] = []
+        self._counting = threading.Lock()
         headers = {"User-Agent": "carton-registry-cli"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -129,11 +157,11 @@ class RegistryClient:
 
     # -- plumbing ------------------------------------------------------------------
     def _on_request(self, request: httpx.Request) -> None:
-        self.requests.append((request.method, request.url.path))
         # Bodies given as bytes are counted here; streamed ones as they are read.
-        stream = request.stream
-        if isinstance(stream, httpx.ByteStream):
-            self.bytes_sent += len(request.content)
+        size = len(request.content) if isinstance(request.stream, httpx.ByteStream) else 0
+        with self._counting:
+            self.requests.append((request.method, request.url.path))
+            self.bytes_sent += size
 
     def _counted(
         self, chunks: Iterable[bytes], size: int, progress: Progress | None
@@ -143,7 +171,8 @@ class RegistryClient:
         sent = 0
         for chunk in chunks:
             sent += len(chunk)
-            self.bytes_sent += len(chunk)
+            with self._counting:
+                self.bytes_sent += len(chunk)
             if progress is not None:
                 progress(len(chunk))
             yield chunk
@@ -153,9 +182,13 @@ class RegistryClient:
                 "(did the file change while it was read?)"
             )
 
-    def count(self, method: str, path_prefix: str = "") -> int:
-        """How many requests with this method (and path prefix) were sent."""
-        return sum(1 for m, p in self.requests if m == method and p.startswith(path_prefix))
+    def count(self, method: str, path_prefix: str = "", path_suffix: str = "") -> int:
+        """How many requests with this method (and path prefix and suffix) were sent."""
+        return sum(
+            1
+            for m, p in self.requests
+            if m == method and p.startswith(path_prefix) and p.endswith(path_suffix)
+        )
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -173,7 +206,10 @@ class RegistryClient:
             if not response.is_stream_consumed:
                 response.read()
             raise ClientError(
-                error_message(response), response.status_code, missing_files(response)
+                error_message(response),
+                response.status_code,
+                listed_in_error(response, "missing"),
+                listed_in_error(response, "missing_chunks"),
             )
 
     def close(self) -> None:
@@ -203,6 +239,34 @@ class RegistryClient:
             f"/api/v1/blobs/{sha256}",
             content=self._counted(chunks, size, progress),
             headers={"Content-Length": str(size), "Content-Type": "application/octet-stream"},
+        ).json()
+
+    def chunking(self) -> dict[str, Any]:
+        """How the registry cuts files into chunks (``GET /api/v1/chunking``)."""
+        return self.request("GET", "/api/v1/chunking").json()
+
+    def missing_chunks(self, names: list[str]) -> list[str]:
+        """Which of ``names`` (at most the registry's ``max_query``) it does not hold."""
+        body = self.request("POST", "/api/v1/chunks/missing", json={"chunks": names}).json()
+        return list(body["missing"])
+
+    def post_chunks(self, parts: Iterable[bytes], size: int) -> dict[str, Any]:
+        """Upload chunk records (docs/chunk-transfer.md: digest, length, bytes), ``size``
+        bytes in all, streamed as the parts come."""
+        return self.request(
+            "POST",
+            "/api/v1/chunks",
+            content=self._counted(parts, size, None),
+            headers={"Content-Length": str(size), "Content-Type": "application/octet-stream"},
+        ).json()
+
+    def assemble_blob(self, sha256: str, size: int, names: list[str]) -> dict[str, Any]:
+        """Make blob ``sha256`` from stored chunks; a 400's ``missing_chunks`` says which lack."""
+        return self.request(
+            "POST",
+            f"/api/v1/blobs/{sha256}/assemble",
+            json={"size": size, "chunks": names},
+            timeout=httpx.Timeout(None, connect=10.0),  # the registry reads every byte back
         ).json()
 
     def post_carton(

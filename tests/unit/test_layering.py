@@ -62,7 +62,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "registry.db": ("registry.migrations",),
     "registry.services": SERVICES,
     "registry.services.triton": (*SERVICES, "registry.triton", VERSION),
-    "registry.client": ("registry.carton", "registry.settings.DEFAULT_PORT"),
+    "registry.client": (
+        "registry.carton",
+        "registry.settings.DEFAULT_PORT",
+        "registry.blobstore.chunking",
+    ),
     "registry.http": HTTP,
     "registry.http.errors": (
         *HTTP,

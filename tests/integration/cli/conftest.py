@@ -181,7 +181,7 @@ class Result:
 class InstalledCli:
     """``carton-registry`` from the venv's bin folder, run from ``work/`` under a temp folder.
 
-    The environment has no ``REGISTRY_*`` variables and its own HOME and config folder, so
+    The environment has no ``REGISTRY_*`` variables and its own HOME, config and cache folders, so
     nothing of the machine's (or the checkout's ``./data``) leaks in; every run is checked
     for tracebacks.
     """
@@ -192,11 +192,16 @@ class InstalledCli:
         self.cwd.mkdir()
         (root / "home").mkdir()
         self.config = root / "config"
+        self.cache = root / "cache"
         assert REPO_ROOT not in self.cwd.resolve().parents
         self.env = {
             k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "PYTHON"))
         }
-        self.env.update(HOME=str(root / "home"), XDG_CONFIG_HOME=str(self.config))
+        self.env.update(
+            HOME=str(root / "home"),
+            XDG_CONFIG_HOME=str(self.config),
+            XDG_CACHE_HOME=str(self.cache),
+        )
 
     def command(self, args: tuple[str, ...]) -> list[str]:
         return [str(INSTALLED), *args]

@@ -440,3 +440,15 @@ def test_limit_errors_are_caught_as_format_errors_and_carry_their_message():
         assert isinstance(info.value, CartonLimitExceeded)
         assert str(info.value) == info.value.message
         assert "more than the limit of 2" in info.value.message
+
+
+def test_stored_span_locates_a_stored_member_in_the_file(tmp_path):
+    files = carton_files({"w.bin": b"stored bytes " * 100, "z.bin": b"x" * 5000})
+    path = tmp_path / "c.carton"
+    path.write_bytes(write_zip_bytes(files))
+    with CartonArchive.open(path) as archive:
+        offset, size = archive.stored_span("w.bin")
+        assert path.read_bytes()[offset : offset + size] == files["w.bin"]
+    path.write_bytes(write_zip_bytes(files, method=stdzip.ZIP_DEFLATED))
+    with CartonArchive.open(path) as archive:
+        assert archive.stored_span("w.bin") is None

@@ -1,0 +1,311 @@
+"""Pushing large files as chunks (docs/chunk-transfer.md): only the chunks the registry lacks
+travel, so a fine-tune sends its changed regions and an interrupted push, run again, sends
+only what did not arrive.
+
+A file is read once, hashed whole (sha256, checked against MANIFEST) in one thread
+while another cuts it with the registry's FastCDC parameters and names the chunks
+(BLAKE3); all three release the GIL. A Stored member is cut where it lies in the
+mapped zip file (no copies); a compressed one as it is decompressed. Every
+``BATCH_BYTES`` of chunks, a worker asks the registry which it lacks and uploads
+those in one request; ``UPLOAD_WORKERS`` batches are in flight at once, and at most
+twice that many are held. Once a file's chunks are all sent, it is assembled; chunks
+that GC took in between (a 400 naming ``missing_chunks``) are cut from the file again
+and sent, a few rounds at most.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO
+
+from registry.carton.digests import mismatch_message
+from registry.carton.streams import MiB, read_full
+from registry.client.transport import ClientError, Progress, RegistryClient, Tally
+
+if TYPE_CHECKING:
+    from registry.blobstore.chunking import ChunkParams
+
+UPLOAD_WORKERS = 4
+BATCH_BYTES = 16 * MiB
+"""Chunks per question to the registry, and at most per upload request: what a killed push
+loses is at most ``UPLOAD_WORKERS`` of these."""
+READ_BYTES = 4 * MiB
+"""Pieces handed from the hashing thread to the cutting one: big enough for both to run."""
+ASSEMBLE_ROUNDS = 2
+"""Rounds of re-sending chunks that GC took before assembling gives up (and the push
+sends the whole carton instead)."""
+RECORDS_PART = MiB
+_RECORD = struct.Struct(">32sI")
+
+Chunk = tuple[str, bytes | memoryview]
+"""A chunk's BLAKE3 name and its bytes."""
+
+Source = memoryview | Iterable[bytes]
+"""A file's bytes: all at hand (a mapped Stored member), or as a stream of pieces."""
+
+
+@dataclass(frozen=True)
+class ChunkTerms:
+    """What ``GET /api/v1/chunking`` announces: how to cut, and how much to send at once."""
+
+    params: ChunkParams
+    min_file_bytes: int
+    max_batch_bytes: int
+    max_query: int
+
+    @classmethod
+    def fetch(cls, client: RegistryClient) -> ChunkTerms:
+        from registry.blobstore.chunking import ChunkParams
+
+        body = client.chunking()
+        try:
+            return cls(
+                ChunkParams.from_json(body),
+                int(body["min_file_bytes"]),
+                int(body["max_batch_bytes"]),
+                int(body["max_query"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ClientError(f"the registry's chunking parameters are unusable: {exc}") from exc
+
+
+def read_pieces(reader: BinaryIO) -> Iterator[bytes]:
+    """A member's bytes in ``READ_BYTES`` pieces (the reader checks its CRC at the end)."""
+    while piece := read_full(reader, READ_BYTES):
+        yield piece
+
+
+class HashingCutter:
+    """Cuts a file into named chunks and hashes it whole, in one pass over two threads."""
+
+    def __init__(self, params: ChunkParams) -> None:
+        self.params = params
+        self.sha256 = hashlib.sha256()
+
+    def chunks(self, source: Source, progress: Progress | None = None) -> Iterator[list[Chunk]]:
+        """The file's chunks in order, a few MiB at a time; ``sha256`` is whole once this
+        ends. ``progress`` is told the bytes cut."""
+        if isinstance(source, memoryview):
+            return self._chunks_in_view(source, progress)
+        return self._chunks_of_stream(source, progress)
+
+    def _chunks_in_view(self, view: memoryview, progress: Progress | None) -> Iterator[list[Chunk]]:
+        """Chunks as slices of ``view``, cut here while a second thread hashes it whole."""
+        from registry.blobstore.chunking import chunk_hash
+
+        with ThreadPoolExecutor(1, thread_name_prefix="sha256") as hasher:
+            hashed = hasher.submit(self._hash_whole, view)
+            batch: list[Chunk] = []
+            size = 0
+            for cut in self.params.fastcdc().cut_buf(view):
+                data = view[cut.offset : cut.offset + cut.length]
+                batch.append((chunk_hash(data), data))
+                size += cut.length
+                if size >= READ_BYTES:
+                    if progress is not None:
+                        progress(size)
+                    yield batch
+                    batch, size = [], 0
+            if progress is not None:
+                progress(size)
+            yield batch
+            hashed.result()
+
+    def _hash_whole(self, view: memoryview) -> None:
+        for start in range(0, len(view), READ_BYTES):
+            self.sha256.update(view[start : start + READ_BYTES])
+
+    def _chunks_of_stream(
+        self, pieces: Iterable[bytes], progress: Progress | None
+    ) -> Iterator[list[Chunk]]:
+        """The chunks each piece completes: hashed here, cut in a second thread."""
+        from registry.blobstore.chunking import Chunker, chunk_hash
+
+        chunker = Chunker(self.params)
+
+        def cut(piece: bytes | None) -> list[Chunk]:
+            done = chunker.finish() if piece is None else chunker.feed(piece)
+            return [(chunk_hash(c), c) for c in done]
+
+        with ThreadPoolExecutor(1, thread_name_prefix="chunk-cut") as cutter:
+            previous: Future[list[Chunk]] | None = None
+            for piece in pieces:
+                current = cutter.submit(cut, piece)  # runs after ``previous``: one worker
+                self.sha256.update(piece)
+                if progress is not None:
+                    progress(len(piece))
+                if previous is not None:
+                    yield previous.result()
+                previous = current
+            last = cutter.submit(cut, None)
+            if previous is not None:
+                yield previous.result()
+            yield last.result()
+
+
+def records(chunks: list[Chunk]) -> Iterator[bytes]:
+    """An upload body: per chunk, its 32-byte digest, 4-byte big-endian length and bytes;
+    in parts of about ``RECORDS_PART`` bytes (few sends, one copy of each chunk)."""
+    parts: list[bytes | memoryview] = []
+    size = 0
+    for name, data in chunks:
+        parts += (_RECORD.pack(bytes.fromhex(name), len(data)), data)
+        size += _RECORD.size + len(data)
+        if size >= RECORDS_PART:
+            yield b"".join(parts)
+            parts, size = [], 0
+    if parts:
+        yield b"".join(parts)
+
+
+def records_size(chunks: list[Chunk]) -> int:
+    return sum(_RECORD.size + len(data) for _, data in chunks)
+
+
+@dataclass(frozen=True)
+class ChunkedFile:
+    """A file whose chunks have been sent (or found present): enough to assemble it."""
+
+    sha256: str
+    size: int
+    names: list[str]
+    where: str  # "<carton>: <member>", for errors
+    reread: Callable[[], Source]  # the file's bytes again, to resend lost chunks
+
+
+class ChunkUploader:
+    """Sends files as chunks over one push: ``send_chunks`` then ``assemble`` per file,
+    ``finish`` once; ``close`` always."""
+
+    def __init__(self, client: RegistryClient, terms: ChunkTerms, tally: Tally) -> None:
+        self.client = client
+        self.terms = terms
+        self.tally = tally
+        self.batch_bytes = min(BATCH_BYTES, terms.max_batch_bytes)
+        self._claimed: set[str] = set()  # asked about (sent, or present) in this push
+        self._claims = threading.Lock()
+        self._uploads = ThreadPoolExecutor(UPLOAD_WORKERS, thread_name_prefix="chunk-upload")
+        self._assembler = ThreadPoolExecutor(UPLOAD_WORKERS, thread_name_prefix="chunk-assemble")
+        self._room = threading.BoundedSemaphore(2 * UPLOAD_WORKERS)
+        self._batches: list[Future[None]] = []
+        self._assembled: list[Future[None]] = []
+
+    def close(self) -> None:
+        for pool in (self._uploads, self._assembler):  # queued uploads first: nothing waits
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    # -- sending ---------------------------------------------------------------------
+    def send_chunks(
+        self, source: Source, sha256: str, where: str, progress: Progress | None = None
+    ) -> list[str]:
+        """Send the chunks of one file that the registry lacks; its chunk names, in order.
+
+        ClientError when the bytes do not hash to ``sha256`` (chunks sent by then stay
+        unused until GC).
+        """
+        cutter = HashingCutter(self.terms.params)
+        names: list[str] = []
+        batch: list[Chunk] = []
+        size = 0
+        for done in cutter.chunks(source, progress):
+            for chunk in done:
+                names.append(chunk[0])
+                batch.append(chunk)
+                size += len(chunk[1])
+                if size >= self.batch_bytes:
+                    self._submit(batch)
+                    batch, size = [], 0
+        if batch:
+            self._submit(batch)
+        actual = cutter.sha256.hexdigest()
+        if actual != sha256:
+            raise ClientError(mismatch_message(where, actual, sha256))
+        return names
+
+    def assemble(self, file: ChunkedFile) -> None:
+        """Assemble ``file`` once every batch submitted so far has been sent."""
+        sent = list(self._batches)
+        self._assembled.append(self._assembler.submit(self._assemble_when_sent, file, sent))
+
+    def finish(self) -> None:
+        """Wait for every upload and assembly (raising the first failure)."""
+        for future in [*self._batches, *self._assembled]:
+            future.result()
+        self._batches, self._assembled = [], []
+
+    def _submit(self, batch: list[Chunk]) -> None:
+        for done in [f for f in self._batches if f.done()]:
+            done.result()  # a failed batch stops the push now, not at the end
+        self._room.acquire()
+        future = self._uploads.submit(self._send_batch, batch)
+        future.add_done_callback(lambda _: self._room.release())
+        self._batches.append(future)
+
+    def _send_batch(self, batch: list[Chunk]) -> None:
+        """Ask about the chunks no other batch of this push asked about; upload the missing."""
+        with self._claims:
+            fresh = {name: data for name, data in batch if name not in self._claimed}
+            self._claimed.update(fresh)
+        repeated = sum(len(data) for _, data in batch) - sum(len(d) for d in fresh.values())
+        names = list(fresh)
+        missing: list[str] = []
+        for start in range(0, len(names), self.terms.max_query):
+            missing += self.client.missing_chunks(names[start : start + self.terms.max_query])
+        lacking = set(missing)
+        self._upload([(n, d) for n, d in fresh.items() if n in lacking])
+        known = sum(len(d) for n, d in fresh.items() if n not in lacking)
+        self.tally.add(reused=known + repeated)
+
+    def _upload(self, chunks: Iterable[Chunk]) -> None:
+        """POST ``chunks`` in requests of at most ``batch_bytes`` of chunks, as they come."""
+        request: list[Chunk] = []
+        size = 0
+        for chunk in chunks:
+            if request and size + len(chunk[1]) > self.batch_bytes:
+                self._post(request, size)
+                request, size = [], 0
+            request.append(chunk)
+            size += len(chunk[1])
+        if request:
+            self._post(request, size)
+
+    def _post(self, request: list[Chunk], size: int) -> None:
+        self.client.post_chunks(records(request), records_size(request))
+        self.tally.add(moved=size)
+
+    # -- assembling ------------------------------------------------------------------
+    def _assemble_when_sent(self, file: ChunkedFile, sent: list[Future[None]]) -> None:
+        for batch in sent:
+            batch.result()
+        rounds = 0
+        while True:
+            try:
+                self.client.assemble_blob(file.sha256, file.size, file.names)
+                return
+            except ClientError as exc:
+                if exc.status != 400 or not exc.missing_chunks or rounds == ASSEMBLE_ROUNDS:
+                    raise
+                lost = set(exc.missing_chunks)
+            rounds += 1
+            self._resend(file, lost)
+
+    def _resend(self, file: ChunkedFile, lost: set[str]) -> None:
+        """Cut the file again and upload the ``lost`` chunks (GC took them)."""
+        cutter = HashingCutter(self.terms.params)
+
+        def wanted() -> Iterator[Chunk]:
+            for done in cutter.chunks(file.reread()):
+                for name, data in done:
+                    if name in lost:
+                        lost.discard(name)
+                        yield name, data
+
+        self._upload(wanted())
+        actual = cutter.sha256.hexdigest()
+        if actual != file.sha256:
+            raise ClientError(mismatch_message(file.where, actual, file.sha256))

@@ -1,0 +1,418 @@
+"""Push and pull by chunks through the CLI (docs/chunk-transfer.md), on both backend pairs.
+
+Bytes are counted on the wire by a TCP proxy between the CLI and the live server
+(``bench.harness.proxy``), so whatever the client does is counted.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bench.harness.proxy import CountingProxy
+from registry.blobstore.chunking import ChunkParams, chunk_hash, iter_chunks
+from registry.client import ClientError, RegistryClient
+from registry.client import chunks as client_chunks
+from registry.services import chunk_transfer
+from registry.services.deletes import delete_version
+from registry.services.gc import collect_garbage
+from tests.integration.cli.conftest import (
+    assert_full_and_valid,
+    manifest_hash,
+    member_bytes,
+    relinked,
+)
+from tests.integration.cli.test_push_variant import write_big_carton
+
+MiB = 1 << 20
+WEIGHTS = "model/weights.bin"
+SLACK = 4 * MiB
+"""What a transfer may cost beyond the changed bytes: chunk lists, JSON, headers, edges."""
+
+
+def randbytes(seed: int, size: int) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+def with_region(base: bytes, seed: int, at: int, size: int) -> bytes:
+    """``base`` with ``size`` bytes at ``at`` rewritten."""
+    return base[:at] + randbytes(seed, size) + base[at + size :]
+
+
+def carton(tmp_path: Path, name: str, weights: bytes, extra: bytes = b"extra") -> Path:
+    path = tmp_path / f"{name}.carton"
+    write_big_carton(path, {WEIGHTS: weights, "model/extra.txt": extra})
+    return path
+
+
+@pytest.fixture
+def proxy(live_server) -> Iterator[CountingProxy]:
+    counting = CountingProxy(live_server.port)
+    try:
+        yield counting
+    finally:
+        counting.close()
+
+
+def counted(proxy: CountingProxy) -> tuple[int, int]:
+    """(up, down) bytes since the last reset, once the proxy's pumps caught up."""
+    time.sleep(0.2)
+    return proxy.up, proxy.down
+
+
+def push(cli, proxy: CountingProxy, path: Path) -> tuple[int, object]:
+    proxy.reset()
+    run = cli("push", str(path), "--url", proxy.url)
+    assert run.code == 0, run.err
+    assert run.last_line == manifest_hash(path)
+    return counted(proxy)[0], run
+
+
+def missing_bytes(ctx, data: bytes) -> int:
+    """Bytes of ``data``'s chunks the registry does not hold."""
+    chunks = {chunk_hash(c): len(c) for c in iter_chunks(ctx.chunk_params, iter([data]))}
+    return sum(chunks[n] for n in chunk_transfer.missing_chunks(ctx, list(chunks)))
+
+
+# -- push ---------------------------------------------------------------------------------
+
+
+def test_a_variant_push_sends_about_the_changed_region(cli, live_server, proxy, tmp_path):
+    base = randbytes(1, 48 * MiB)
+    up, run = push(cli, proxy, carton(tmp_path, "v1", base))
+    assert 48 * MiB <= up <= 48 * MiB + SLACK
+    assert "; 0 B already in the registry" in run.out.splitlines()[-2], run.out
+
+    changed = 4 * MiB
+    variant = with_region(base, 2, 20 * MiB, changed)
+    up, run = push(cli, proxy, carton(tmp_path, "v2", variant))
+    assert up <= 1.5 * changed + SLACK, up
+    assert run.client.count("PUT") == 0
+    assert run.client.count("POST", "/api/v1/blobs/", "/assemble") == 1
+    sent, rest = run.out.splitlines()[-2].removeprefix("sent ").split(" of ")
+    assert rest.endswith("already in the registry"), run.out
+    assert float(sent.split()[0]) <= 6.5 and sent.endswith("MiB"), run.out
+    got = httpx.get(f"{live_server.url}/blobs/{sha256(variant)}", timeout=60).content
+    assert got == variant
+
+
+def sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_an_interrupted_push_run_again_sends_only_the_rest(
+    cli, live_server, proxy, tmp_path, monkeypatch
+):
+    weights = randbytes(3, 48 * MiB)
+    path = carton(tmp_path, "big", weights)
+    real = RegistryClient.post_chunks
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    def drop_after_one(self, parts, size):  # type: ignore[no-untyped-def]
+        with lock:
+            calls["n"] += 1
+            if calls["n"] > 1:
+                raise ClientError("the network went away")
+        return real(self, parts, size)
+
+    monkeypatch.setattr(RegistryClient, "post_chunks", drop_after_one)
+    proxy.reset()
+    run = cli("push", str(path), "--url", proxy.url)
+    assert run.code == 1 and "the network went away" in run.err
+    first_up, _ = counted(proxy)
+    lacking = missing_bytes(live_server.ctx, weights)
+    assert 0 < lacking < len(weights)
+
+    monkeypatch.setattr(RegistryClient, "post_chunks", real)
+    up, _ = push(cli, proxy, path)
+    assert up <= lacking + SLACK, (up, lacking)
+    assert first_up + up <= len(weights) + 2 * SLACK
+
+
+def test_a_killed_push_run_again_sends_only_the_rest(installed, live_server, proxy, tmp_path):
+    weights = randbytes(4, 128 * MiB)
+    path = carton(tmp_path, "killed", weights)
+    proxy.reset()
+    proc = installed.start("push", str(path), "--url", proxy.url)
+    deadline = time.monotonic() + 60
+    in_flight = client_chunks.UPLOAD_WORKERS * client_chunks.BATCH_BYTES  # 64 MiB
+    # Past that much and 32 MiB more on the wire, at least 32 MiB have been stored.
+    while proxy.up < in_flight + 32 * MiB and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the push ended before it could be killed"
+    lacking = missing_bytes(live_server.ctx, weights)
+    assert lacking <= len(weights) - 32 * MiB  # what arrived before the kill stays
+
+    proxy.reset()
+    run = installed("push", str(path), "--url", proxy.url)
+    assert run.code == 0, run.err
+    assert run.last_line == manifest_hash(path)
+    up, _ = counted(proxy)
+    assert up <= lacking + SLACK, (up, lacking)
+
+
+def test_pushes_racing_gc_with_no_grace_all_succeed(cli, live_server, tmp_path, monkeypatch):
+    """GC with --grace 0s in a loop takes unassembled chunks, unreferenced files and the
+    previous version's packs while CLI and REST pushes of variants go on."""
+    if live_server.ctx.settings.blob_store.startswith("s3://"):
+        # moto lists every multipart upload as initiated in 2010 (moto/s3/responses.py), so
+        # GC would abort the packs being written, which real S3 reports seconds old.
+        monkeypatch.setattr(live_server.ctx.blobs, "clean_stale_uploads", lambda _: 0)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    rounds = {"n": 0}
+
+    def collect() -> None:
+        while not stop.is_set():
+            try:
+                collect_garbage(live_server.ctx, grace_seconds=0)
+                rounds["n"] += 1
+            except BaseException as exc:  # reported by the test
+                errors.append(exc)
+                return
+
+    base = randbytes(5, 24 * MiB)
+    pushed: list[tuple[str, bytes]] = []
+    collector = threading.Thread(target=collect, daemon=True)
+    collector.start()
+    try:
+        for i in range(6):
+            weights = with_region(base, 100 + i, (i + 1) * 3 * MiB, MiB)
+            path = carton(tmp_path, f"race-{i}", weights, extra=f"extra {i}".encode())
+            if i % 2 == 0:
+                run = cli("push", str(path), "--url", live_server.url)
+                assert run.code == 0, run.err
+                assert run.last_line == manifest_hash(path)
+            else:
+                r = httpx.post(
+                    f"{live_server.url}/api/v1/cartons", content=path.read_bytes(), timeout=120
+                )
+                assert r.status_code in (200, 201), r.text
+            pushed.append((manifest_hash(path), weights))
+            if i:
+                delete_version(live_server.ctx, "big-model", i)  # the previous one: garbage
+    finally:
+        stop.set()
+        collector.join(timeout=60)
+    assert not errors, errors
+    assert rounds["n"] >= 2
+    _, weights = pushed[-1]
+    assert httpx.get(f"{live_server.url}/blobs/{sha256(weights)}", timeout=60).content == weights
+
+
+def test_chunks_collected_before_the_assembly_are_sent_again(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """One GC run between the chunk uploads and the assembly: the lost chunks go again."""
+    real = RegistryClient.assemble_blob
+    calls: list[str] = []
+
+    def collect_first(self, sha, size, names):  # type: ignore[no-untyped-def]
+        calls.append(sha)
+        if len(calls) == 1:
+            collect_garbage(live_server.ctx, grace_seconds=0)  # the chunks are in no file yet
+        return real(self, sha, size, names)
+
+    monkeypatch.setattr(RegistryClient, "assemble_blob", collect_first)
+    weights = randbytes(15, 4 * MiB)
+    run = cli("push", str(carton(tmp_path, "collected", weights)), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert "sending it whole" not in run.err
+    assert calls == [sha256(weights)] * 2
+    assert run.client.bytes_sent >= 2 * len(weights)  # every chunk, twice
+    got = httpx.get(f"{live_server.url}/blobs/{sha256(weights)}", timeout=60).content
+    assert got == weights
+
+
+def test_a_tampered_chunk_upload_is_refused_and_stores_nothing(
+    cli, live_server, tmp_path, monkeypatch
+):
+    weights = randbytes(6, 2 * MiB)
+    real = client_chunks.records
+
+    def tampered(chunks):  # type: ignore[no-untyped-def]
+        body = bytearray(b"".join(real(chunks)))
+        body[-1] ^= 0xFF
+        return [bytes(body)]
+
+    monkeypatch.setattr(client_chunks, "records", tampered)
+    run = cli("push", str(carton(tmp_path, "tampered", weights)), "--url", live_server.url)
+    assert run.code == 1
+    assert "HTTP 400" in run.err and "hash to" in run.err
+    assert missing_bytes(live_server.ctx, weights) == len(weights)
+    head = httpx.head(f"{live_server.url}/blobs/{sha256(weights)}")
+    assert head.status_code == 404
+
+
+def test_a_file_over_max_query_chunks_is_sent_whole(cli, live_server, tmp_path, monkeypatch):
+    """Assembling takes at most max_query chunk names: a larger file goes in one PUT."""
+    monkeypatch.setattr(chunk_transfer, "MAX_QUERY", 8)
+    weights = randbytes(7, MiB)
+    run = cli("push", str(carton(tmp_path, "whole", weights)), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert run.client.count("PUT", f"/api/v1/blobs/{sha256(weights)}") == 1
+    assert run.client.count("POST", "/api/v1/chunks") == 0
+
+
+def test_a_repush_of_the_same_file_reads_none_of_its_members(
+    cli, live_server, tmp_path, monkeypatch
+):
+    from registry.client.members import LocalCarton
+
+    path = carton(tmp_path, "same", randbytes(8, 4 * MiB))
+    assert cli("push", str(path), "--url", live_server.url).code == 0
+    opened: list[str] = []
+    real = LocalCarton.source
+
+    def spy(self, member):  # type: ignore[no-untyped-def]
+        opened.append(member)
+        return real(self, member)
+
+    monkeypatch.setattr(LocalCarton, "source", spy)
+    again = cli("push", str(path), "--url", live_server.url)
+    assert again.code == 0, again.err
+    assert WEIGHTS not in opened  # verified by the first push, unchanged since
+    opened.clear()
+    again = cli("push", "--no-cache", str(path), "--url", live_server.url)
+    assert again.code == 0, again.err
+    assert WEIGHTS in opened
+
+
+def test_a_file_changed_after_a_push_is_verified_again(cli, live_server, tmp_path):
+    path = carton(tmp_path, "stale", randbytes(9, 4 * MiB))
+    assert cli("push", str(path), "--url", live_server.url).code == 0
+    data = bytearray(path.read_bytes())
+    at = data.index(randbytes(9, 4 * MiB)[:64]) + MiB
+    data[at] ^= 1  # same size; the zip's CRC no longer matches either
+    path.write_bytes(bytes(data))
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 1
+    assert WEIGHTS in run.err
+
+
+# -- pull and hydrate with a chunk cache ---------------------------------------------------
+
+
+def pull_full(cli, proxy: CountingProxy, ref: str, out: Path, *extra: str) -> tuple[int, object]:
+    proxy.reset()
+    run = cli("pull", ref, "--full", "-o", str(out), "--url", proxy.url, *extra)
+    assert run.code == 0, run.err
+    assert run.last_line == ref
+    return counted(proxy)[1], run
+
+
+def cache_files(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "carton-registry" / "chunks").rglob("*") if p.is_file())
+
+
+def test_a_pull_with_a_warm_cache_fetches_only_new_chunks(
+    cli, live_server, proxy, tmp_path, monkeypatch
+):
+    cache_root = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_root))
+    base = randbytes(10, 40 * MiB)
+    v1 = carton(tmp_path, "p1", base)
+    assert cli("push", str(v1), "--url", live_server.url).code == 0
+    down, run = pull_full(cli, proxy, manifest_hash(v1), tmp_path / "p1-full.carton")
+    assert 40 * MiB <= down <= 40 * MiB + SLACK
+    assert_full_and_valid(tmp_path / "p1-full.carton", manifest_hash(v1))
+    assert "0 B from the local cache" in run.out
+    assert sum(p.stat().st_size for p in cache_files(cache_root)) == len(base)
+
+    changed = 2 * MiB
+    variant = with_region(base, 11, 30 * MiB, changed)
+    v2 = carton(tmp_path, "p2", variant)
+    assert cli("push", str(v2), "--url", live_server.url).code == 0
+    out = tmp_path / "p2-full.carton"
+    down, run = pull_full(cli, proxy, manifest_hash(v2), out)
+    assert down <= 1.5 * changed + SLACK, down
+    assert_full_and_valid(out, manifest_hash(v2))
+    assert member_bytes(out) == member_bytes(v2)
+    assert "from the local cache" in run.out
+
+    # Without the cache: the registry's own full carton, every byte over the wire.
+    down, _ = pull_full(cli, proxy, manifest_hash(v2), out, "--no-cache")
+    assert down >= len(variant)
+    assert member_bytes(out) == member_bytes(v2)
+
+
+def test_damaged_cache_entries_are_detected_and_fetched_again(
+    cli, live_server, proxy, tmp_path, monkeypatch
+):
+    cache_root = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_root))
+    weights = randbytes(12, 8 * MiB)
+    v1 = carton(tmp_path, "d1", weights)
+    assert cli("push", str(v1), "--url", live_server.url).code == 0
+    pull_full(cli, proxy, manifest_hash(v1), tmp_path / "warm.carton")
+    entries = cache_files(cache_root)
+    damaged = entries[::7]
+    for entry in damaged:
+        data = bytearray(entry.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        entry.write_bytes(bytes(data))
+    damaged_bytes = sum(p.stat().st_size for p in damaged)
+
+    out = tmp_path / "again.carton"
+    down, _ = pull_full(cli, proxy, manifest_hash(v1), out)
+    assert damaged_bytes <= down <= damaged_bytes + SLACK
+    assert member_bytes(out) == member_bytes(v1)
+    for entry in damaged:  # replaced by good copies
+        assert chunk_hash(entry.read_bytes()) == entry.name
+
+
+def test_hydrate_takes_the_cached_chunks_of_a_registry_link(
+    cli, live_server, proxy, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    base = randbytes(13, 24 * MiB)
+    v1, v2 = carton(tmp_path, "h1", base), carton(tmp_path, "h2", with_region(base, 14, 0, MiB))
+    for path in (v1, v2):
+        assert cli("push", str(path), "--url", live_server.url).code == 0
+    pull_full(cli, proxy, manifest_hash(v1), tmp_path / "h1-full.carton")  # warms the cache
+    slim = tmp_path / "h2-slim.carton"
+    assert cli("pull", manifest_hash(v2), "-o", str(slim), "--url", live_server.url).code == 0
+    through_proxy = tmp_path / "h2-proxied.carton"
+    relinked(slim, through_proxy, lambda sha: [f"{proxy.url}/blobs/{sha}"])
+
+    proxy.reset()
+    full = tmp_path / "h2-full.carton"
+    run = cli("hydrate", str(through_proxy), "-o", str(full))
+    assert run.code == 0, run.err
+    down = counted(proxy)[1]
+    assert down <= 1.5 * MiB + SLACK, down
+    assert_full_and_valid(full, manifest_hash(v2))
+    assert member_bytes(full) == member_bytes(v2)
+
+
+def test_chunk_parameters_come_from_the_registry(live_server):
+    with RegistryClient(live_server.url) as client:
+        terms = client_chunks.ChunkTerms.fetch(client)
+    assert terms.params == live_server.ctx.chunk_params
+    assert isinstance(terms.params, ChunkParams)
+    assert terms.min_file_bytes == live_server.ctx.settings.chunk_min_file_bytes
+
+
+def test_the_chunk_cache_stays_under_its_cap(cli, live_server, proxy, tmp_path, monkeypatch):
+    cache_root = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_root))
+    monkeypatch.setenv("REGISTRY_CACHE_MAX_BYTES", str(2 * MiB))
+    v1 = carton(tmp_path, "capped", randbytes(16, 8 * MiB))
+    assert cli("push", str(v1), "--url", live_server.url).code == 0
+    out = tmp_path / "capped-full.carton"
+    pull_full(cli, proxy, manifest_hash(v1), out)
+    assert member_bytes(out) == member_bytes(v1)
+    kept = sum(p.stat().st_size for p in cache_files(cache_root))
+    assert 0 < kept <= 2 * MiB
