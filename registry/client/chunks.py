@@ -57,6 +57,8 @@ class ChunkTerms:
     min_file_bytes: int
     max_batch_bytes: int
     max_query: int
+    max_assemble: int
+    """Chunk names one assembly takes (``max_query`` from registries that predate it)."""
 
     @classmethod
     def fetch(cls, client: RegistryClient) -> ChunkTerms:
@@ -69,6 +71,7 @@ class ChunkTerms:
                 int(body["min_file_bytes"]),
                 int(body["max_batch_bytes"]),
                 int(body["max_query"]),
+                int(body.get("max_assemble", body["max_query"])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ClientError(f"the registry's chunking parameters are unusable: {exc}") from exc

@@ -162,10 +162,10 @@ class _Sender:
         return self._chunks
 
     def _chunked(self, size: int) -> bool:
-        """Worth sending as chunks: larger than ``min_file_bytes``, and assembled in one
-        request (at most ``max_query`` chunks, counted at the smallest average chunk)."""
+        """Worth sending as chunks: larger than ``min_file_bytes``, and surely assembled in
+        one request (at most ``max_assemble`` chunks even if every chunk is the smallest)."""
         terms = self._uploader().terms
-        return terms.min_file_bytes < size <= terms.max_query * terms.params.avg_size
+        return terms.min_file_bytes < size <= terms.max_assemble * terms.params.min_size
 
     def send(self, uploads: list[tuple[str, str, int]]) -> None:
         """Upload each file, checked against its MANIFEST sha256 as it is read."""

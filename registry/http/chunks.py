@@ -19,6 +19,8 @@ from registry.services.context import RegistryContext
 
 # A chunk upload's body: its chunks, plus a 36-byte header each (tiny last chunks included).
 MAX_UPLOAD_BODY_BYTES = 2 * chunk_transfer.MAX_BATCH_BYTES
+# An assembly's body: up to MAX_ASSEMBLE quoted names with their commas, and the envelope.
+MAX_ASSEMBLE_BODY_BYTES = chunk_transfer.MAX_ASSEMBLE * 68 + 4096
 
 
 class ChunksController(Controller):
@@ -69,7 +71,7 @@ class ChunksController(Controller):
         guards=[require_push],
         dto=StrictJSON[schemas.AssembleQuery],
         return_dto=None,
-        request_max_body_size=MAX_JSON_BODY_BYTES,
+        request_max_body_size=MAX_ASSEMBLE_BODY_BYTES,
         summary="Make a blob from stored chunks (verified against its sha256)",
     )
     async def assemble(

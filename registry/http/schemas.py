@@ -272,6 +272,7 @@ class Chunking(Body):
     min_file_bytes: int
     max_batch_bytes: int
     max_query: int
+    max_assemble: int
 
 
 class MissingChunksQuery(RequestBody):

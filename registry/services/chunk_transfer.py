@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
 from sqlalchemy import select
@@ -30,7 +30,12 @@ from registry.errors import (
     UploadTooLarge,
 )
 from registry.services.chunkstore.index import record_files
-from registry.services.chunkstore.layout import FileLayout, parse_pack_table, segments_of
+from registry.services.chunkstore.layout import (
+    ChunkRef,
+    FileLayout,
+    parse_pack_table,
+    segments_of,
+)
 from registry.services.chunkstore.reader import iter_file, stored_from_layout
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
@@ -40,6 +45,11 @@ from registry.services.stored_blobs import stored_blob
 
 MAX_BATCH_BYTES = 64 * MiB
 MAX_QUERY = 100_000
+MAX_ASSEMBLE = 1_048_576
+"""Chunk names in one assembly: a 32 GiB file at the smallest chunks (about 64 GiB at
+the average), in a JSON body of about 70 MiB."""
+LOOKUP_WINDOW = 50_000
+"""Chunk names looked up (and held as pack references) at a time while assembling."""
 _RECORD = struct.Struct(">32sI")
 
 
@@ -50,13 +60,14 @@ def chunking(ctx: RegistryContext) -> dict[str, Any]:
         "min_file_bytes": ctx.settings.chunk_min_file_bytes,
         "max_batch_bytes": MAX_BATCH_BYTES,
         "max_query": MAX_QUERY,
+        "max_assemble": MAX_ASSEMBLE,
     }
 
 
-def _chunk_names(values: Iterable[object]) -> list[str]:
+def _chunk_names(values: Iterable[object], limit: int) -> list[str]:
     names = list(values)
-    if len(names) > MAX_QUERY:
-        raise InvalidBody(f"at most {MAX_QUERY} chunks per request")
+    if len(names) > limit:
+        raise InvalidBody(f"at most {limit} chunks per request")
     for name in names:
         if not is_sha256(name):  # BLAKE3 names are 64 lowercase hex digits too
             raise InvalidDigest(f"invalid chunk name {name!r}: expected 64 lowercase hex digits")
@@ -65,7 +76,7 @@ def _chunk_names(values: Iterable[object]) -> list[str]:
 
 def missing_chunks(ctx: RegistryContext, values: Iterable[object]) -> list[str]:
     """The chunks the registry cannot read from a live pack."""
-    names = _chunk_names(values)
+    names = _chunk_names(values, MAX_QUERY)
     present: set[str] = set()
     with ctx.sessions() as session:
         for batch in in_chunks(sorted(set(names))):
@@ -143,19 +154,19 @@ def assemble_blob(
     require_sha256(sha256, "sha256")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise InvalidBody('"size" must be a non-negative integer')
-    names = _chunk_names(chunks)
+    names = _chunk_names(chunks, MAX_ASSEMBLE)
     if not names:
         raise InvalidBody("a file is assembled from at least one chunk")
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
-        found = packs.lookup(set(names))
-        missing = [n for n in dict.fromkeys(names) if n not in found]
+        missing: list[str] = []
+        segments = segments_of(_stored_in_order(packs, names, missing))
         if missing:
+            missing = list(dict.fromkeys(missing))
             raise ChunksMissing(
                 f"{len(missing)} of the file's chunks are not stored, e.g. {missing[0]}",
                 missing=missing,
             )
-        segments = segments_of([found[n] for n in names])
         held = sum(s.length for s in segments)
         if held != size:
             raise ManifestMismatch(
@@ -174,6 +185,22 @@ def assemble_blob(
             lease.release(session)
     ctx.caches.index_changed()
     return {"sha256": sha256, "size": size, "created": bool(new)}
+
+
+def _stored_in_order(
+    packs: PackSession, names: list[str], missing: list[str]
+) -> Iterator[ChunkRef]:
+    """Where each of ``names`` is stored, in order, a window at a time (a file of a
+    million chunks never holds a million references); the absent go to ``missing``."""
+    for start in range(0, len(names), LOOKUP_WINDOW):
+        window = names[start : start + LOOKUP_WINDOW]
+        found = packs.lookup(set(window))
+        for name in window:
+            ref = found.get(name)
+            if ref is None:
+                missing.append(name)
+            else:
+                yield ref
 
 
 def reconstruction(ctx: RegistryContext, sha256: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 _TABLE_ENTRY = struct.Struct(">32sI")
@@ -54,7 +55,7 @@ def parse_pack_table(table: bytes) -> list[tuple[str, int]]:
     return [(d.hex(), n) for d, n in _TABLE_ENTRY.iter_unpack(table)]
 
 
-def segments_of(refs: list[ChunkRef]) -> list[Segment]:
+def segments_of(refs: Iterable[ChunkRef]) -> list[Segment]:
     """Merge chunk references into runs of consecutive chunks of one pack."""
     segments: list[Segment] = []
     file_offset = 0

@@ -109,3 +109,50 @@ def test_assembling_needs_every_chunk_and_the_right_digest(client):
     assert client.head(f"/blobs/{wrong}").status_code == 404
     r = client.post(f"/api/v1/blobs/{sha}/assemble", json={"size": len(data), "chunks": names})
     assert r.status_code == 200 and r.json()["created"] is True
+
+
+def test_an_assembly_may_name_more_chunks_than_a_query(client, monkeypatch):
+    """A file of a million chunks is assembled in one request, its chunks looked up a
+    window at a time; the query cap is not the assembly cap."""
+    from registry.services import chunk_transfer
+
+    monkeypatch.setattr(chunk_transfer, "MAX_QUERY", 4)
+    monkeypatch.setattr(chunk_transfer, "LOOKUP_WINDOW", 3)
+    assert client.get("/api/v1/chunking").json()["max_assemble"] == chunk_transfer.MAX_ASSEMBLE
+    data = os.urandom(2 * MiB)
+    chunks = chunks_of(client, data)
+    names = [chunk_hash(c) for c in chunks]
+    assert len(names) > 2 * 4
+    r = client.post("/api/v1/chunks/missing", json={"chunks": names})
+    assert r.status_code == 400 and "at most 4 chunks" in r.json()["error"]
+    client.post("/api/v1/chunks", content=records(chunks[1:-1]))
+    sha = hashlib.sha256(data).hexdigest()
+    r = client.post(f"/api/v1/blobs/{sha}/assemble", json={"size": len(data), "chunks": names})
+    assert r.status_code == 400 and r.json()["missing_chunks"] == [names[0], names[-1]]
+    client.post("/api/v1/chunks", content=records([chunks[0], chunks[-1]]))
+    r = client.post(f"/api/v1/blobs/{sha}/assemble", json={"size": len(data), "chunks": names})
+    assert r.status_code == 200, r.text
+    assert client.get(f"/blobs/{sha}").content == data
+
+
+def test_an_assembly_over_the_cap_is_refused(client, monkeypatch):
+    from registry.http.chunks import MAX_ASSEMBLE_BODY_BYTES
+    from registry.services import chunk_transfer
+
+    data = os.urandom(MiB)
+    chunks = chunks_of(client, data)
+    names = [chunk_hash(c) for c in chunks]
+    client.post("/api/v1/chunks", content=records(chunks))
+    sha = hashlib.sha256(data).hexdigest()
+    monkeypatch.setattr(chunk_transfer, "MAX_ASSEMBLE", len(names) - 1)
+    r = client.post(f"/api/v1/blobs/{sha}/assemble", json={"size": len(data), "chunks": names})
+    assert r.status_code == 400 and f"at most {len(names) - 1} chunks" in r.json()["error"]
+    assert client.head(f"/blobs/{sha}").status_code == 404
+    padded = b'{"size": 1, "chunks": [' + b" " * MAX_ASSEMBLE_BODY_BYTES + b"]}"
+    r = client.post(
+        f"/api/v1/blobs/{sha}/assemble",
+        content=padded,
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 413 and "error" in r.json()
+    assert client.head(f"/blobs/{sha}").status_code == 404

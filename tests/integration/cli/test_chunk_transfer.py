@@ -256,14 +256,31 @@ def test_a_tampered_chunk_upload_is_refused_and_stores_nothing(
     assert head.status_code == 404
 
 
-def test_a_file_over_max_query_chunks_is_sent_whole(cli, live_server, tmp_path, monkeypatch):
-    """Assembling takes at most max_query chunk names: a larger file goes in one PUT."""
-    monkeypatch.setattr(chunk_transfer, "MAX_QUERY", 8)
+def test_a_file_that_could_be_over_max_assemble_chunks_is_sent_whole(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """Assembling takes at most max_assemble chunk names: a file that could cut into more
+    (at the smallest chunks) goes in one PUT."""
+    monkeypatch.setattr(chunk_transfer, "MAX_ASSEMBLE", 8)
     weights = randbytes(7, MiB)
     run = cli("push", str(carton(tmp_path, "whole", weights)), "--url", live_server.url)
     assert run.code == 0, run.err
     assert run.client.count("PUT", f"/api/v1/blobs/{sha256(weights)}") == 1
     assert run.client.count("POST", "/api/v1/chunks") == 0
+
+
+def test_a_file_of_more_chunks_than_a_query_takes_is_still_sent_as_chunks(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """Missing-chunk queries go in batches of max_query; one assembly takes them all."""
+    monkeypatch.setattr(chunk_transfer, "MAX_QUERY", 4)
+    weights = randbytes(30, MiB)
+    run = cli("push", str(carton(tmp_path, "many", weights)), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert run.client.count("PUT", f"/api/v1/blobs/{sha256(weights)}") == 0
+    assert run.client.count("POST", "/api/v1/chunks/missing") > 2
+    assert run.client.count("POST", f"/api/v1/blobs/{sha256(weights)}/assemble") == 1
+    assert httpx.get(f"{live_server.url}/blobs/{sha256(weights)}").content == weights
 
 
 def test_a_repush_of_the_same_file_reads_none_of_its_members(
