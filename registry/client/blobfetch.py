@@ -64,7 +64,9 @@ def _plan(body: Any, sha256: str) -> list[FileChunk] | None:
             return None
         chunk = FileChunk(entry.get("hash"), entry.get("offset"), entry.get("size"))
         sized = isinstance(chunk.size, int) and not isinstance(chunk.size, bool)
-        if not (is_sha256(chunk.name) and chunk.offset == offset and sized and chunk.size > 0):
+        if not (is_sha256(chunk.name) and chunk.offset == offset and sized):
+            return None
+        if not 0 < chunk.size <= RANGE_BYTES:  # what one ranged GET holds in memory
             return None
         chunks.append(chunk)
         offset = chunk.end

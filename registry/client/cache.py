@@ -9,8 +9,10 @@ its file is exactly the one that was hashed (same device, inode, size, mtime and
 ctime). Deleting the folder loses nothing but time.
 
 ``ChunkCache`` is capped (``REGISTRY_CACHE_MAX_BYTES``, default 10 GiB): after a
-transfer that added chunks, the least recently used go until it fits (a read
-touches a chunk's mtime).
+transfer that added chunks (whether it succeeded or not), and every time a
+transfer has added a quarter of the cap (at least 64 MiB), the least recently
+used go until it fits (a read touches a chunk's mtime). A pull larger than the
+cap therefore never holds much more than the cap on disk besides its output.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from registry.carton.streams import GiB
+from registry.carton.streams import GiB, MiB
 from registry.client.transport import ClientError
 
 APP_DIR = "carton-registry"
 MAX_BYTES_ENV = "REGISTRY_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 10 * GiB
+TRIM_EVERY_MIN = 64 * MiB
 VERIFIED_KEPT = 256
 """Cartons remembered as verified; the oldest are forgotten first."""
 
@@ -76,6 +80,9 @@ class ChunkCache:
         self.root = root
         self.max_bytes = max_bytes
         self.added = 0  # bytes put since this object was made: a trim is due
+        self._since_trim = 0
+        self._trim_every = max(max_bytes // 4, TRIM_EVERY_MIN)
+        self._lock = threading.Lock()
 
     @classmethod
     def default(cls) -> ChunkCache:
@@ -113,7 +120,14 @@ class ChunkCache:
             _write_atomically(path, data)
         except OSError:
             return
-        self.added += len(data)
+        with self._lock:
+            self.added += len(data)
+            self._since_trim += len(data)
+            due = self._since_trim >= self._trim_every
+            if due:
+                self._since_trim = 0
+        if due:  # a transfer larger than the cap does not wait for its end to trim
+            self.trim()
 
     def trim(self) -> int:
         """Delete the least recently used chunks until the cache fits; bytes freed."""
@@ -172,10 +186,21 @@ class VerifiedCartons:
         except OSError:
             return False
 
-    def remember(self, carton: Path, manifest_sha256: str) -> None:
+    def state(self, carton: Path) -> str | None:
+        """The file as it is now (path, inode, size, times), to ``remember`` it by later."""
         try:
+            return self._key(carton)
+        except OSError:
+            return None
+
+    def remember(self, carton: Path, manifest_sha256: str, checked: str) -> None:
+        """Remember ``carton`` as verified if it is still in the ``state`` it was in before
+        its members were read (a file rewritten during the push is checked again)."""
+        try:
+            if (key := self._key(carton)) != checked:
+                return
             entries = self._load()
-            entries.pop(key := self._key(carton), None)
+            entries.pop(key, None)
             entries[key] = manifest_sha256  # newest last
             kept = dict(list(entries.items())[-VERIFIED_KEPT:])
             _write_atomically(self.path, json.dumps(kept).encode())

@@ -101,26 +101,32 @@ class HashingCutter:
         """Chunks as slices of ``view``, cut here while a second thread hashes it whole."""
         from registry.blobstore.chunking import chunk_hash
 
+        abandoned = threading.Event()
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as hasher:
-            hashed = hasher.submit(self._hash_whole, view)
-            batch: list[Chunk] = []
-            size = 0
-            for cut in self.params.fastcdc().cut_buf(view):
-                data = view[cut.offset : cut.offset + cut.length]
-                batch.append((chunk_hash(data), data))
-                size += cut.length
-                if size >= READ_BYTES:
-                    if progress is not None:
-                        progress(size)
-                    yield batch
-                    batch, size = [], 0
-            if progress is not None:
-                progress(size)
-            yield batch
-            hashed.result()
+            hashed = hasher.submit(self._hash_whole, view, abandoned)
+            try:
+                batch: list[Chunk] = []
+                size = 0
+                for cut in self.params.fastcdc().cut_buf(view):
+                    data = view[cut.offset : cut.offset + cut.length]
+                    batch.append((chunk_hash(data), data))
+                    size += cut.length
+                    if size >= READ_BYTES:
+                        if progress is not None:
+                            progress(size)
+                        yield batch
+                        batch, size = [], 0
+                if progress is not None:
+                    progress(size)
+                yield batch
+                hashed.result()
+            finally:  # a push that stops early does not wait for the rest of the file
+                abandoned.set()
 
-    def _hash_whole(self, view: memoryview) -> None:
+    def _hash_whole(self, view: memoryview, abandoned: threading.Event) -> None:
         for start in range(0, len(view), READ_BYTES):
+            if abandoned.is_set():
+                return
             self.sha256.update(view[start : start + READ_BYTES])
 
     def _chunks_of_stream(

@@ -154,39 +154,42 @@ def hydrate_carton(
         raise ClientError(f"{slim}: {exc.message}") from exc
     out_path = Path(output)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        archive,
-        tempfile.TemporaryDirectory(prefix=".hydrate-", dir=out_path.parent) as tmpdir,
-        httpx.Client(follow_redirects=True, timeout=httpx.Timeout(timeout, connect=10.0)) as http,
-    ):
-        links = archive.links or {}
-        fetched: dict[str, Path] = {}
-        for entry in archive.manifest:
-            if entry.path in archive.members or entry.sha256 in fetched:
-                continue
-            urls = links.get(entry.sha256)
-            where = f"{slim}: {entry.path}"
-            if not urls:
-                raise ClientError(f"{where}: not in the zip and LINKS has no URL for it")
-            tmp = Path(tmpdir) / entry.sha256
-            with tmp.open("w+b") as dest:
-                url = fetch_verified(
-                    http,
-                    where,
-                    entry.sha256,
-                    urls,
-                    dest,
-                    auth_origin=registry_url,
-                    token=token,
-                    cache=cache,
-                    tally=tally,
-                    progress=progress,
-                )
-            if on_fetch is not None:
-                on_fetch(entry.path, url)
-            fetched[entry.sha256] = tmp
-        with atomic_output(out_path) as f:
-            write_full(archive, f, str(slim), lambda _, sha: fetched[sha].open("rb"), ZSTD)
+    http_timeout = httpx.Timeout(timeout, connect=10.0)
+    try:
+        with (
+            archive,
+            tempfile.TemporaryDirectory(prefix=".hydrate-", dir=out_path.parent) as tmpdir,
+            httpx.Client(follow_redirects=True, timeout=http_timeout) as http,
+        ):
+            links = archive.links or {}
+            fetched: dict[str, Path] = {}
+            for entry in archive.manifest:
+                if entry.path in archive.members or entry.sha256 in fetched:
+                    continue
+                urls = links.get(entry.sha256)
+                where = f"{slim}: {entry.path}"
+                if not urls:
+                    raise ClientError(f"{where}: not in the zip and LINKS has no URL for it")
+                tmp = Path(tmpdir) / entry.sha256
+                with tmp.open("w+b") as dest:
+                    url = fetch_verified(
+                        http,
+                        where,
+                        entry.sha256,
+                        urls,
+                        dest,
+                        auth_origin=registry_url,
+                        token=token,
+                        cache=cache,
+                        tally=tally,
+                        progress=progress,
+                    )
+                if on_fetch is not None:
+                    on_fetch(entry.path, url)
+                fetched[entry.sha256] = tmp
+            with atomic_output(out_path) as f:
+                write_full(archive, f, str(slim), lambda _, sha: fetched[sha].open("rb"), ZSTD)
+            return archive.manifest_sha256
+    finally:  # a failed or interrupted hydrate leaves the cache within its cap too
         if cache is not None and cache.added:
             cache.trim()
-        return archive.manifest_sha256

@@ -113,24 +113,26 @@ def _build_full(
     """The full carton from the slim one and each linked file's chunks (cached or fetched)."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile(prefix=".pull-", dir=output.parent) as slim:
-        _download(client, manifest_sha256, slim, full=False)
-        verify_manifest(slim, manifest_sha256, full=False, name=str(output))
-        with CartonArchive.open(slim, CLIENT_LIMITS) as archive:
-            if on_start is not None:
-                files = client.get_carton(manifest_sha256)["files"]
-                on_start(sum(f["size"] for f in files if f["path"] not in archive.members))
+    try:
+        with tempfile.TemporaryFile(prefix=".pull-", dir=output.parent) as slim:
+            _download(client, manifest_sha256, slim, full=False)
+            verify_manifest(slim, manifest_sha256, full=False, name=str(output))
+            with CartonArchive.open(slim, CLIENT_LIMITS) as archive:
+                if on_start is not None:
+                    files = client.get_carton(manifest_sha256)["files"]
+                    on_start(sum(f["size"] for f in files if f["path"] not in archive.members))
 
-            def linked(_: str, sha256: str) -> BinaryIO:
-                blob = _registry_blob(client, sha256, cache, tally, progress)
-                return IteratorReader(blob)  # type: ignore[return-value]
+                def linked(_: str, sha256: str) -> BinaryIO:
+                    blob = _registry_blob(client, sha256, cache, tally, progress)
+                    return IteratorReader(blob)  # type: ignore[return-value]
 
-            with atomic_output(output) as f:
-                write_full(archive, f, str(output), linked, STORED)
-                written = f.tell()
-                verify_manifest(f, manifest_sha256, full=True, name=str(output))
-    if cache.added:
-        cache.trim()
+                with atomic_output(output) as f:
+                    write_full(archive, f, str(output), linked, STORED)
+                    written = f.tell()
+                    verify_manifest(f, manifest_sha256, full=True, name=str(output))
+    finally:  # a failed or interrupted pull leaves the cache within its cap too
+        if cache.added:
+            cache.trim()
     return written
 
 

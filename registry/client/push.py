@@ -16,7 +16,7 @@ import hashlib
 import io
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -150,22 +150,35 @@ class _Sender:
         self.client, self.files = client, files
         self.outcome, self.progress = outcome, progress
         self._chunks: ChunkUploader | None = None
+        self._terms_asked = False
 
     def close(self) -> None:
         if self._chunks is not None:
             self._chunks.close()
 
-    def _uploader(self) -> ChunkUploader:
-        if self._chunks is None:
-            terms = ChunkTerms.fetch(self.client)
+    def _uploader(self) -> ChunkUploader | None:
+        """The chunk uploader; None for a registry without chunk transfer (files go whole)."""
+        if not self._terms_asked:
+            self._terms_asked = True
+            try:
+                terms = ChunkTerms.fetch(self.client)
+            except ClientError as exc:
+                if exc.status != 404:
+                    raise
+                return None
             self._chunks = ChunkUploader(self.client, terms, self.outcome.tally)
         return self._chunks
 
-    def _chunked(self, size: int) -> bool:
-        """Worth sending as chunks: larger than ``min_file_bytes``, and surely assembled in
-        one request (at most ``max_assemble`` chunks even if every chunk is the smallest)."""
-        terms = self._uploader().terms
-        return terms.min_file_bytes < size <= terms.max_assemble * terms.params.min_size
+    def _chunked(self, size: int) -> ChunkUploader | None:
+        """The uploader if the file is worth sending as chunks: larger than
+        ``min_file_bytes``, and surely assembled in one request (at most ``max_assemble``
+        chunks even if every chunk is the smallest)."""
+        chunks = self._uploader()
+        if chunks is None:
+            return None
+        terms = chunks.terms
+        fits = terms.min_file_bytes < size <= terms.max_assemble * terms.params.min_size
+        return chunks if fits else None
 
     def send(self, uploads: list[tuple[str, str, int]]) -> None:
         """Upload each file, checked against its MANIFEST sha256 as it is read."""
@@ -174,8 +187,8 @@ class _Sender:
         path, archive = self.files.path, self.files.archive
         for sha, member, size in uploads:
             where = f"{path}: {member}"
-            if self._chunked(size):
-                chunks = self._uploader()
+            chunks = self._chunked(size)
+            if chunks is not None:
                 names = chunks.send_chunks(self.files.source(member), sha, where, self.progress)
                 reread = partial(self.files.source, member)
                 chunks.assemble(ChunkedFile(sha, size, names, where, reread))
@@ -186,17 +199,22 @@ class _Sender:
                 self.outcome.tally.add(moved=size)
             self.outcome.uploaded_blobs += 1
             self.outcome.uploaded_bytes += size
-        self._uploader().finish()
+        if self._chunks is not None:
+            self._chunks.finish()
 
 
 def _verify_all(
     files: LocalCarton, verify: list[tuple[str, str, int]], progress: Progress | None
 ) -> None:
-    """Check each (sha256, member) against MANIFEST, several at once (hashing frees the GIL)."""
-    with ThreadPoolExecutor(VERIFY_WORKERS, thread_name_prefix="verify") as pool:
+    """Check each (sha256, member) against MANIFEST, several at once (hashing frees the GIL);
+    the first stale member stops the checks not yet started."""
+    pool = ThreadPoolExecutor(VERIFY_WORKERS, thread_name_prefix="verify")
+    try:
         checks = [pool.submit(files.verify, member, sha, progress) for sha, member, _ in verify]
-        for check in checks:
+        for check in as_completed(checks):
             check.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _Collected(Exception):
@@ -229,6 +247,7 @@ def push_carton(
     """
     path = Path(path)
     reason: str | None = None
+    checked = verified.state(path) if verified is not None else None  # before any read
     if not full:
         try:
             archive = CartonArchive.open(path, CLIENT_LIMITS)
@@ -243,8 +262,8 @@ def push_carton(
             except _Collected as exc:
                 reason = str(exc)
             else:
-                if verified is not None:
-                    verified.remember(path, outcome.manifest_sha256)
+                if verified is not None and checked is not None:
+                    verified.remember(path, outcome.manifest_sha256, checked)
                 return outcome
         if on_send_whole is not None:
             on_send_whole(reason)

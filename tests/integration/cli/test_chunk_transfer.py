@@ -283,6 +283,32 @@ def test_a_file_of_more_chunks_than_a_query_takes_is_still_sent_as_chunks(
     assert httpx.get(f"{live_server.url}/blobs/{sha256(weights)}").content == weights
 
 
+def test_a_registry_without_chunk_transfer_gets_every_file_whole(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """A registry that predates /api/v1/chunking (404) still takes pushes."""
+
+    def no_chunking(self):  # type: ignore[no-untyped-def]
+        raise ClientError("GET /api/v1/chunking: HTTP 404 not found", status=404)
+
+    monkeypatch.setattr(RegistryClient, "chunking", no_chunking)
+    weights = randbytes(31, 2 * MiB)
+    run = cli("push", str(carton(tmp_path, "old", weights)), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert run.client.count("PUT", f"/api/v1/blobs/{sha256(weights)}") == 1
+    assert run.client.count("POST", "/api/v1/chunks") == 0
+    assert httpx.get(f"{live_server.url}/blobs/{sha256(weights)}").content == weights
+
+    def broken(self):  # type: ignore[no-untyped-def]
+        raise ClientError("GET /api/v1/chunking: HTTP 503 unavailable", status=503)
+
+    monkeypatch.setattr(RegistryClient, "chunking", broken)
+    run = cli(
+        "push", str(carton(tmp_path, "down", randbytes(32, 2 * MiB))), "--url", live_server.url
+    )
+    assert run.code == 1 and "503" in run.err
+
+
 def test_a_repush_of_the_same_file_reads_none_of_its_members(
     cli, live_server, tmp_path, monkeypatch
 ):

@@ -89,11 +89,24 @@ def test_a_carton_is_verified_only_while_unchanged(tmp_path):
     carton = tmp_path / "a.carton"
     carton.write_bytes(b"zip bytes")
     assert not verified.verified(carton, "m1")
-    verified.remember(carton, "m1")
+    verified.remember(carton, "m1", verified.state(carton))
     assert verified.verified(carton, "m1")
     assert not verified.verified(carton, "m2")
     carton.write_bytes(b"zip bytez")  # same size, new content: new mtime and ctime
     assert not verified.verified(carton, "m1")
+
+
+def test_a_carton_rewritten_while_it_was_pushed_is_not_remembered(tmp_path):
+    """What is remembered is the file as it was before its members were read."""
+    verified = VerifiedCartons(tmp_path / "verified.json")
+    carton = tmp_path / "a.carton"
+    carton.write_bytes(b"zip bytes")
+    before = verified.state(carton)
+    assert before is not None
+    carton.write_bytes(b"zip bytez")  # rewritten during the push
+    verified.remember(carton, "m1", before)
+    assert not verified.verified(carton, "m1")
+    assert verified.state(tmp_path / "gone.carton") is None
 
 
 def test_only_the_latest_verified_cartons_are_kept(tmp_path):
@@ -102,7 +115,7 @@ def test_only_the_latest_verified_cartons_are_kept(tmp_path):
     for i in range(VERIFIED_KEPT + 1):
         carton = tmp_path / f"{i}.carton"
         carton.write_bytes(b"%d" % i)
-        verified.remember(carton, f"m{i}")
+        verified.remember(carton, f"m{i}", verified.state(carton))
         cartons.append(carton)
     assert not verified.verified(cartons[0], "m0")
     assert verified.verified(cartons[-1], f"m{VERIFIED_KEPT}")
@@ -114,5 +127,19 @@ def test_an_unreadable_record_counts_as_nothing_verified(tmp_path):
     carton = tmp_path / "a.carton"
     carton.write_bytes(b"zip")
     assert not VerifiedCartons(record).verified(carton, "m")
-    VerifiedCartons(record).remember(carton, "m")
+    VerifiedCartons(record).remember(carton, "m", VerifiedCartons(record).state(carton))
     assert VerifiedCartons(record).verified(carton, "m")
+
+
+def test_a_transfer_larger_than_the_cap_trims_as_it_goes(tmp_path, monkeypatch):
+    """Not only at the end: a pull of many times the cap keeps the cache near it."""
+    from registry.client import cache as client_cache
+
+    monkeypatch.setattr(client_cache, "TRIM_EVERY_MIN", 0)
+    chunks = ChunkCache(tmp_path / "chunks", max_bytes=400_000)  # trims every 100,000 bytes
+    for i in range(40):
+        chunks.put(f"{i:064x}", bytes(50_000))
+        on_disk = sum(p.stat().st_size for p in (tmp_path / "chunks").rglob("*") if p.is_file())
+        assert on_disk <= 400_000 + 100_000
+    assert chunks.added == 40 * 50_000
+    assert chunks.has(f"{39:064x}")  # the newest are kept

@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import struct
+import time
 
 import httpx
 import pytest
@@ -49,6 +50,28 @@ def test_an_empty_file_has_no_chunks(source):
     cutter = HashingCutter(PARAMS)
     assert [c for done in cutter.chunks(source) for c in done] == []
     assert cutter.sha256.hexdigest() == hashlib.sha256(b"").hexdigest()
+
+
+class SlowCountingHash:
+    """Stands in for the cutter's sha256: counts what it is given, slowly."""
+
+    def __init__(self) -> None:
+        self.hashed = 0
+
+    def update(self, data: memoryview) -> None:
+        time.sleep(0.02)
+        self.hashed += len(data)
+
+
+def test_a_cut_stopped_early_stops_hashing_the_rest_of_the_file():
+    """A push that fails after its first batch does not wait for the whole member."""
+    view = memoryview(os.urandom(16 * READ_BYTES))
+    cutter = HashingCutter(PARAMS)
+    cutter.sha256 = SlowCountingHash()  # type: ignore[assignment]
+    chunks = cutter.chunks(view)
+    next(chunks)
+    chunks.close()  # waits for the hashing thread, which stops at its next piece
+    assert 0 < cutter.sha256.hashed < len(view)
 
 
 def test_an_upload_body_is_digest_length_bytes_per_chunk():
@@ -94,6 +117,9 @@ def test_a_chunk_plan_must_tile_the_file():
     bad_name["chunks"][0]["hash"] = "XYZ"
     assert _plan(bad_name, SHA) is None
     assert _plan(["not", "a", "dict"], SHA) is None
+    assert _plan(plan_body([RANGE_BYTES]), SHA) is not None
+    assert _plan(plan_body([10, RANGE_BYTES + 1]), SHA) is None  # more than a range holds
+    assert _plan(plan_body([10, 0, 20]), SHA) is None
 
 
 class FakeCache(ChunkCache):
