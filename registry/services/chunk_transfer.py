@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
+from itertools import accumulate
 from typing import Any, BinaryIO
 
 from sqlalchemy import select
@@ -217,14 +219,18 @@ def reconstruction(ctx: RegistryContext, sha256: str) -> dict[str, Any]:
                 )
             )
         }
+    starts = {
+        name: list(accumulate((n for _, n in table), initial=0)) for name, table in tables.items()
+    }
     chunks: list[dict[str, Any]] = []
     offset = 0
-    for r in stored.ranges:
-        table = tables[r.pack]
-        at = 0
-        for name, length in table:
-            if r.pack_offset <= at < r.pack_offset + r.length:
-                chunks.append({"hash": name, "offset": offset, "size": length})
-                offset += length
-            at += length
+    for r in stored.ranges:  # each range finds its first chunk by bisection, not a scan
+        table, at = tables[r.pack], starts[r.pack]
+        end = r.pack_offset + r.length
+        for i in range(bisect_left(at, r.pack_offset), len(table)):
+            if at[i] >= end:
+                break
+            name, length = table[i]
+            chunks.append({"hash": name, "offset": offset, "size": length})
+            offset += length
     return {"sha256": sha256, "size": stored.size, "chunked": True, "chunks": chunks}
