@@ -13,8 +13,10 @@ the same bytes beside them.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from pathlib import Path
 
 from bench.figures.figure import Figure
 from bench.harness import REPO, MiB
@@ -162,16 +164,44 @@ def _layout_cost(b: Bench, s: Section, reg, stored: int) -> None:  # type: ignor
         )
     )
     db = b.work / "chunks-family.db"
-    index_bytes = sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
-    share = index_bytes / stored
+    metadata = _chunk_metadata_bytes(db)
+    share = metadata / stored
     s.rows.append(
         Row(
-            "family: the whole index (SQLite file) / bytes stored",
-            f"{share:.2%} ({index_bytes / MiB:.1f} MiB)",
+            "family: chunk index and pack metadata (the packs, chunks and blob_segments "
+            "tables with their indexes, SQLite pages) / bytes stored",
+            f"{share:.2%} ({metadata / MiB:.2f} MiB)",
             target="≤ 1%",
             met="yes" if share <= 0.01 else "**no**",
         )
     )
+    whole = sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
+    s.rows.append(
+        Row(
+            "family: the whole SQLite database (every table, WAL and free pages included) "
+            "/ bytes stored",
+            f"{whole / stored:.2%} ({whole / MiB:.1f} MiB)",
+        )
+    )
+
+
+CHUNK_TABLES = ("packs", "chunks", "blob_segments")
+
+
+def _chunk_metadata_bytes(db: Path) -> int:
+    """Bytes of the pages that hold the chunk store's tables and their indexes (SQLite's
+    dbstat), as committed, WAL included: what the chunk index costs, without the
+    model catalog, the schema of an empty database or pages SQLite keeps free."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        marks = ",".join("?" * len(CHUNK_TABLES))
+        (total,) = conn.execute(
+            "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN "
+            f"(SELECT name FROM sqlite_master WHERE tbl_name IN ({marks}))",
+            CHUNK_TABLES,
+        ).fetchone()
+    return int(total)
 
 
 def _pull(b: Bench, s: Section) -> None:
