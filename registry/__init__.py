@@ -3,7 +3,8 @@
 Dependencies point down: ``http/`` (and ``app``, which assembles it) and ``cli/`` ->
 ``services/`` -> ``carton/``, ``triton/``, ``blobstore/``, ``db/``; ``client/`` stands
 beside them on ``carton/`` alone. ``settings`` and ``errors`` serve every layer
-(``errors`` imports nothing; ``settings`` only the carton format's limits and sizes).
+(``errors`` imports nothing; ``settings`` only the carton format's limits and sizes);
+``script`` is the ``carton-registry`` entry point, in front of ``cli/``.
 Each package's docstring says what lives there and what it may import;
 ``tests/unit/test_layering.py`` holds them to it. This module holds ``__version__`` only.
 """

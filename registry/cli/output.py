@@ -80,6 +80,14 @@ def print_table(
         print("  ".join(parts).rstrip())
 
 
+class _NoBar:
+    def advance(self, n: int) -> None:
+        pass
+
+    def set_total(self, n: int | None) -> None:
+        pass
+
+
 @contextmanager
 def transfer_progress(
     description: str, total: int | None = None, detail: Callable[[], str] | None = None
@@ -89,6 +97,9 @@ def transfer_progress(
     Yields an object with ``advance(n)`` and ``set_total(n)``. ``detail`` is shown
     after the bar, read again at every refresh (e.g. bytes sent vs. already known).
     """
+    if not sys.stderr.isatty():  # nothing to draw: not even rich is loaded (a script's
+        yield _NoBar()  # re-push is mostly start-up time)
+        return
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -106,7 +117,6 @@ def transfer_progress(
         def render(self, task: Task) -> Text:
             return Text(detail() if detail is not None else "", style="progress.download")
 
-    enabled = sys.stderr.isatty()
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -115,7 +125,6 @@ def transfer_progress(
         TimeRemainingColumn(),
         *([DetailColumn()] if detail is not None else []),
         console=Console(stderr=True),
-        disable=not enabled,
         transient=False,
     )
 

@@ -127,6 +127,31 @@ def listed_in_error(response: httpx.Response, key: str) -> list[str]:
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
+class TLSOnFirstUse(httpx.BaseTransport):
+    """httpx's default transport, but with its TLS context (the CA bundle, parsed) built on
+    the first ``https://`` request: against a plain-HTTP registry that is a fifth of a
+    command's start, and a re-push does little else. Proxies from the environment are
+    the client's own mounts and are not affected."""
+
+    def __init__(self) -> None:
+        self._plain = httpx.HTTPTransport(verify=False)  # only ever sees http:// URLs
+        self._tls: httpx.HTTPTransport | None = None
+        self._lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.scheme != "https":
+            return self._plain.handle_request(request)
+        with self._lock:
+            if self._tls is None:
+                self._tls = httpx.HTTPTransport()
+        return self._tls.handle_request(request)
+
+    def close(self) -> None:
+        self._plain.close()
+        if self._tls is not None:
+            self._tls.close()
+
+
 class RegistryClient:
     """The registry's REST API over one httpx connection pool."""
 
@@ -151,7 +176,7 @@ class RegistryClient:
             headers=headers,
             timeout=httpx.Timeout(timeout, connect=10.0),
             follow_redirects=True,
-            transport=transport,
+            transport=transport if transport is not None else TLSOnFirstUse(),
             event_hooks={"request": [self._on_request]},
         )
 

@@ -75,6 +75,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.triton.errors",
     ),
     "registry.app": ("registry.http", "registry.services.context", "registry.settings", VERSION),
+    "registry.script": ("registry.cli",),
     "registry.cli": (
         "registry.client",
         "registry.services",
@@ -100,7 +101,7 @@ MAY_USE: dict[str, set[str]] = {
     "registry.db": {"sqlalchemy", "alembic"},
 }
 
-EDGES = ("registry.http", "registry.cli", "registry.app")
+EDGES = ("registry.http", "registry.cli", "registry.app", "registry.script")
 BELOW_THE_EDGES = (
     "registry.services",
     "registry.carton",

@@ -1,0 +1,17 @@
+"""The ``carton-registry`` script's entry point: what has to happen before ``registry.cli``
+(and with it httpx) is imported, so it lives outside that package."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    # httpx imports its own command-line client (click, pygments, rich's syntax
+    # highlighting) whenever those are installed, as they are beside the registry
+    # (uvicorn and rich bring them): a sixth of every command's start, for a client
+    # we never run. A None entry makes that import fail, which httpx expects.
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    from registry.cli import main as run
+
+    return run()
