@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
 from sqlalchemy import delete, select, text, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from registry.db.engine import transaction
 from registry.db.queries import in_chunks, insert_ignore
@@ -42,36 +42,41 @@ def lock_blobs_exclusive(session: Session) -> None:
 
 def live_leased_packs(session: Session, names: Iterable[str], lease_timeout: float) -> set[str]:
     """The subset of pack ``names`` named by a lease whose heartbeat is recent."""
-    cutoff = datetime.now(UTC) - timedelta(seconds=lease_timeout)
-    wanted = list(set(names))
-    found: set[str] = set()
-    for chunk in in_chunks(wanted):
-        rows = session.execute(
-            select(LeasePack.pack_name)
-            .join(UploadLease, UploadLease.id == LeasePack.lease_id)
-            .where(LeasePack.pack_name.in_(chunk))
-            .where(UploadLease.heartbeat_at >= cutoff)
-        )
-        found.update(r[0] for r in rows)
-    return found
+    return _named_by_live_leases(
+        session, LeasePack.pack_name, LeasePack.lease_id, names, lease_timeout, None
+    )
 
 
 def live_leased(
     session: Session, hashes: Iterable[str], lease_timeout: float, excluding: str | None = None
 ) -> set[str]:
     """The subset of ``hashes`` named by a lease (other than ``excluding``) that is alive."""
+    return _named_by_live_leases(
+        session, LeaseBlob.sha256, LeaseBlob.lease_id, hashes, lease_timeout, excluding
+    )
+
+
+def _named_by_live_leases(
+    session: Session,
+    name: InstrumentedAttribute[str],
+    lease_id: InstrumentedAttribute[str],
+    names: Iterable[str],
+    lease_timeout: float,
+    excluding: str | None,
+) -> set[str]:
+    """Which of ``names`` (values of ``name``) a live lease other than ``excluding`` holds."""
     cutoff = datetime.now(UTC) - timedelta(seconds=lease_timeout)
-    wanted = list(set(hashes))
     found: set[str] = set()
-    for chunk in in_chunks(wanted):
-        rows = session.execute(
-            select(LeaseBlob.sha256)
-            .join(UploadLease, UploadLease.id == LeaseBlob.lease_id)
-            .where(LeaseBlob.sha256.in_(chunk))
+    for chunk in in_chunks(list(set(names))):
+        query = (
+            select(name)
+            .join(UploadLease, UploadLease.id == lease_id)
+            .where(name.in_(chunk))
             .where(UploadLease.heartbeat_at >= cutoff)
-            .where(UploadLease.id != (excluding or ""))
         )
-        found.update(r[0] for r in rows)
+        if excluding is not None:
+            query = query.where(UploadLease.id != excluding)
+        found.update(session.scalars(query))
     return found
 
 
