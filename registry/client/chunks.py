@@ -224,11 +224,11 @@ class ChunkUploader:
         for done in cutter.chunks(source, progress):
             for chunk in done:
                 names.append(chunk[0])
+                if batch and size + len(chunk[1]) > self.batch_bytes:
+                    self._submit(batch)  # at most batch_bytes: one upload request, not two
+                    batch, size = [], 0
                 batch.append(chunk)
                 size += len(chunk[1])
-                if size >= self.batch_bytes:
-                    self._submit(batch)
-                    batch, size = [], 0
         if batch:
             self._submit(batch)
         actual = cutter.sha256.hexdigest()

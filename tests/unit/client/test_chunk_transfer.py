@@ -243,3 +243,41 @@ def test_a_host_without_chunk_lists_serves_the_whole_file(tmp_path):
     http = httpx.Client(transport=httpx.MockTransport(plain))
     url = f"http://cdn.test/blobs/{sha}"
     assert b"".join(iter_blob(http, url, sha, cache=ChunkCache(tmp_path, 0))) == data
+
+
+class RecordingRegistry:
+    """Stands in for RegistryClient in a ChunkUploader: every chunk is missing; it records
+    the size of each upload request."""
+
+    def __init__(self) -> None:
+        self.uploads: list[int] = []
+
+    def missing_chunks(self, names: list[str]) -> list[str]:
+        return names
+
+    def post_chunks(self, parts, size: int) -> dict[str, int]:
+        assert sum(len(p) for p in parts) == size
+        self.uploads.append(size)
+        return {}
+
+
+def test_each_batch_of_chunks_is_one_upload_request_of_at_most_batch_bytes():
+    """A batch that closed just past ``batch_bytes`` used to go out as two requests (the
+    second a chunk or two): twice the requests, each a lease, a pack and a commit."""
+    from registry.client.chunks import ChunkTerms, ChunkUploader
+
+    registry = RecordingRegistry()
+    terms = ChunkTerms(PARAMS, 0, 64 * MiB, 100_000, 1_048_576)
+    uploader = ChunkUploader(registry, terms, Tally())  # type: ignore[arg-type]
+    uploader.batch_bytes = 2 * MiB
+    data = os.urandom(9 * MiB + 4321)
+    try:
+        names = uploader.send_chunks(memoryview(data), hashlib.sha256(data).hexdigest(), "t")
+        uploader.finish()
+    finally:
+        uploader.close()
+    assert len(names) == len(list(iter_chunks(PARAMS, iter([data]))))
+    assert all(size <= 2 * MiB for size in registry.uploads)
+    sent = sum(registry.uploads)
+    assert sent == len(data) + 36 * len(names)
+    assert len(registry.uploads) <= -(-len(data) // (2 * MiB - PARAMS.max_size)) + 1
