@@ -16,6 +16,7 @@ from typing import Any
 
 from registry import client as api
 from registry.carton.errors import CartonFormatError
+from registry.cli.allocator import keep_freed_memory
 from registry.cli.output import (
     HelpFormatter,
     err,
@@ -69,8 +70,11 @@ def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
 
         def on_plan(plan: api.PushPlan) -> None:
             bar.set_total(plan.read_bytes)
+            if plan.uploads:  # bytes will move: not worth the import for a re-push
+                keep_freed_memory()
 
         if args.full:
+            keep_freed_memory()
             bar.set_total(path.stat().st_size)
         try:
             outcome = api.push_carton(
@@ -124,6 +128,7 @@ def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
 
 
 def cmd_pull(args: argparse.Namespace, connect: Connect) -> int:
+    keep_freed_memory()
     with connect(args.url, args.token) as client:
         sha, _ = api.resolve(client, args.ref)
         if args.output:
@@ -153,6 +158,7 @@ def cmd_pull(args: argparse.Namespace, connect: Connect) -> int:
 
 
 def cmd_hydrate(args: argparse.Namespace) -> int:
+    keep_freed_memory()
     cache = _chunk_cache(args)
     tally = api.Tally()
     detail = _cache_detail(tally) if cache is not None else None

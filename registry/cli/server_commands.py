@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from registry.cli.allocator import keep_freed_memory
 from registry.cli.output import err, fail
 from registry.settings import DEFAULT_PORT, Settings, redact_url
 
@@ -98,6 +99,7 @@ def worker_app() -> Any:
     """The app one worker process serves, from the environment ``serve`` prepared."""
     from registry.app import create_app
 
+    keep_freed_memory()
     configure_logging(os.environ.get(LOG_LEVEL_ENV, "info"))
     app: Litestar = create_app()
     if os.environ.get(SERVER_ENV) == "granian":  # uvicorn applies them itself
@@ -155,6 +157,7 @@ def _run_uvicorn(args: argparse.Namespace, settings: Settings) -> None:
     if args.workers == 1:
         from registry.app import create_app
 
+        keep_freed_memory()
         configure_logging(args.log_level)
         uvicorn.run(create_app(settings), **options)
     else:
