@@ -47,8 +47,8 @@ class ApiController(Controller):
         model: str | None = None,
         tag: str | None = None,
     ) -> Response[schemas.PushedCarton]:
-        async with ingest_gate.slot() as limiter:
-            body = StreamedBody(request, ctx.settings.max_upload_bytes)
+        body = StreamedBody(request, ctx.settings.max_upload_bytes)
+        async with ingest_gate.slot() as limiter, body.feeding():
             result = await anyio.to_thread.run_sync(
                 partial(ingest_stream, ctx, body, model_name=model, tag=tag),  # type: ignore[arg-type]
                 limiter=limiter,
@@ -83,8 +83,8 @@ class ApiController(Controller):
     async def put_blob(
         self, request: Request, ctx: RegistryContext, ingest_gate: IngestGate, sha256: str
     ) -> Response[schemas.StoredBlob]:
-        async with ingest_gate.slot() as limiter:
-            body = StreamedBody(request, ctx.settings.max_upload_bytes)
+        body = StreamedBody(request, ctx.settings.max_upload_bytes)
+        async with ingest_gate.slot() as limiter, body.feeding():
             result = await anyio.to_thread.run_sync(
                 blob_service.put_blob, ctx, sha256, body, limiter=limiter
             )

@@ -58,8 +58,8 @@ class ChunksController(Controller):
     async def upload_chunks(
         self, request: Request, ctx: RegistryContext, ingest_gate: IngestGate
     ) -> schemas.StoredChunks:
-        async with ingest_gate.slot() as limiter:
-            body = StreamedBody(request, MAX_UPLOAD_BODY_BYTES)
+        body = StreamedBody(request, MAX_UPLOAD_BODY_BYTES)
+        async with ingest_gate.slot() as limiter, body.feeding():
             result = await anyio.to_thread.run_sync(
                 chunk_transfer.store_chunks, ctx, body, limiter=limiter
             )

@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from registry.blobstore.chunking import chunk_hash
 from registry.carton.digests import is_sha256
-from registry.carton.streams import MiB, read_full
+from registry.carton.streams import MiB
 from registry.db.queries import in_chunks
 from registry.db.tables import Chunk, Pack
 from registry.errors import (
@@ -50,6 +50,8 @@ MAX_QUERY = 100_000
 MAX_ASSEMBLE = 1_048_576
 """Chunk names in one assembly: a 32 GiB file at the smallest chunks (about 64 GiB at
 the average), in a JSON body of about 70 MiB."""
+RECEIVE_PIECE = MiB
+"""Bytes asked of an upload body at a time (it may give fewer: what arrived)."""
 LOOKUP_WINDOW = 50_000
 """Chunk names looked up (and held as pack references) at a time while assembling."""
 _RECORD = struct.Struct(">32sI")
@@ -92,10 +94,43 @@ def missing_chunks(ctx: RegistryContext, values: Iterable[object]) -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in present]
 
 
-def _records(body: BinaryIO, max_chunk: int) -> Iterable[tuple[str, bytes]]:
+class _Pieces:
+    """A body read in the pieces its stream gives, handed out as views into them: a
+    record's bytes are copied only when they span two pieces."""
+
+    def __init__(self, body: BinaryIO) -> None:
+        self._body = body
+        self._piece = memoryview(b"")
+        self._at = 0
+
+    def take(self, n: int) -> bytes | memoryview:
+        """The next ``n`` bytes (fewer only at the end of the body)."""
+        if len(self._piece) - self._at >= n:
+            self._at += n
+            return self._piece[self._at - n : self._at]
+        parts = [self._piece[self._at :]]
+        got = len(parts[0])
+        while got < n:
+            piece = self._body.read(RECEIVE_PIECE)
+            if not piece:
+                self._piece, self._at = memoryview(b""), 0
+                return b"".join(parts)
+            if got + len(piece) > n:  # the rest stays for the next record
+                self._piece, self._at = memoryview(piece), n - got
+                parts.append(self._piece[: self._at])
+                break
+            parts.append(piece)
+            got += len(piece)
+        else:
+            self._piece, self._at = memoryview(b""), 0
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _records(body: BinaryIO, max_chunk: int) -> Iterable[tuple[str, bytes | memoryview]]:
     """(name, bytes) of each record of an upload body, each verified against its name."""
+    pieces = _Pieces(body)
     while True:
-        head = read_full(body, _RECORD.size)
+        head = pieces.take(_RECORD.size)
         if not head:
             return
         if len(head) != _RECORD.size:
@@ -104,7 +139,7 @@ def _records(body: BinaryIO, max_chunk: int) -> Iterable[tuple[str, bytes]]:
         name = digest.hex()
         if not 0 < length <= max_chunk:
             raise InvalidBody(f"chunk {name} is {length} bytes; chunks are 1 to {max_chunk}")
-        data = read_full(body, length)
+        data = pieces.take(length)
         if len(data) != length:
             raise InvalidBody(f"chunk upload ends inside chunk {name}")
         actual = chunk_hash(data)
@@ -118,7 +153,7 @@ def store_chunks(ctx: RegistryContext, body: BinaryIO) -> dict[str, int]:
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
         try:
-            batch: list[tuple[str, bytes]] = []
+            batch: list[tuple[str, bytes | memoryview]] = []
             size = total = count = 0
             for record in _records(body, ctx.chunk_params.max_size):
                 batch.append(record)

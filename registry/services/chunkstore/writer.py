@@ -90,7 +90,7 @@ class PackSession:
 
     # -- placing chunks ---------------------------------------------------------------
 
-    def place(self, chunks: list[tuple[str, bytes]]) -> list[ChunkRef]:
+    def place(self, chunks: list[tuple[str, bytes | memoryview]]) -> list[ChunkRef]:
         """A reference for every (hash, bytes): an existing copy when leased, else a new one."""
         found = self.lookup({h for h, _ in chunks if h not in self._written})
         refs: list[ChunkRef] = []
@@ -137,7 +137,7 @@ class PackSession:
                 )
         self._leased |= alive
 
-    def _append(self, digest: str, data: bytes) -> ChunkRef:
+    def _append(self, digest: str, data: bytes | memoryview) -> ChunkRef:
         if self._open is not None and self._open.writer.size + len(data) > PACK_MAX_BYTES:
             self._seal()
         if self._open is None:
