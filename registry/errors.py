@@ -100,6 +100,16 @@ class ManifestMismatch(InvalidCarton):
     """Bytes do not hash to the sha256 their MANIFEST (or URL) names."""
 
 
+class ReassemblyMismatch(ManifestMismatch):
+    """Chunks named for a file that reassemble to other bytes (``reassembled_sha256``, in
+    the error body too: what a client reports as the file's content hash)."""
+
+    def __init__(self, message: str, *, reassembled_sha256: str) -> None:
+        super().__init__(message)
+        self.reassembled_sha256 = reassembled_sha256
+        self.details = {"reassembled_sha256": reassembled_sha256}
+
+
 class FilesMissing(InvalidCarton):
     """Files a carton names that are neither in the zip, nor stored, nor linked.
 

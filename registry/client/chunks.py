@@ -2,9 +2,11 @@
 travel, so a fine-tune sends its changed regions and an interrupted push, run again, sends
 only what did not arrive.
 
-A file is read once, hashed whole (sha256, checked against MANIFEST) in one thread
-while another cuts it with the registry's FastCDC parameters and names the chunks
-(BLAKE3); all three release the GIL. A Stored member is cut where it lies in the
+A file is read once and cut with the registry's FastCDC parameters, its chunks named
+(BLAKE3, which frees the GIL). It is not hashed whole here: the registry checks the
+sha256 of the file it reassembles from the chunks before the file exists, and its
+verdict is reported as a local mismatch would be (the same wording), so a second
+sha256 on the client's cores would only slow the push. A Stored member is cut where it lies in the
 mapped zip file (no copies); a compressed one as it is decompressed. Every
 ``BATCH_BYTES`` of chunks, a worker asks the registry which it lacks and uploads
 those in one request; ``UPLOAD_WORKERS`` batches are in flight at once, and at most
@@ -84,11 +86,13 @@ def read_pieces(reader: BinaryIO) -> Iterator[bytes]:
 
 
 class HashingCutter:
-    """Cuts a file into named chunks and hashes it whole, in one pass over two threads."""
+    """Cuts a file into named chunks and (``whole``) hashes it whole, in one pass over two
+    threads."""
 
-    def __init__(self, params: ChunkParams) -> None:
+    def __init__(self, params: ChunkParams, *, whole: bool = True) -> None:
         self.params = params
         self.sha256 = hashlib.sha256()
+        self.whole = whole
 
     def chunks(self, source: Source, progress: Progress | None = None) -> Iterator[list[Chunk]]:
         """The file's chunks in order, a few MiB at a time; ``sha256`` is whole once this
@@ -99,29 +103,35 @@ class HashingCutter:
 
     def _chunks_in_view(self, view: memoryview, progress: Progress | None) -> Iterator[list[Chunk]]:
         """Chunks as slices of ``view``, cut here while a second thread hashes it whole."""
-        from registry.blobstore.chunking import chunk_hash
-
+        if not self.whole:
+            yield from self._cut_view(view, progress)
+            return
         abandoned = threading.Event()
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as hasher:
             hashed = hasher.submit(self._hash_whole, view, abandoned)
             try:
-                batch: list[Chunk] = []
-                size = 0
-                for cut in self.params.fastcdc().cut_buf(view):
-                    data = view[cut.offset : cut.offset + cut.length]
-                    batch.append((chunk_hash(data), data))
-                    size += cut.length
-                    if size >= READ_BYTES:
-                        if progress is not None:
-                            progress(size)
-                        yield batch
-                        batch, size = [], 0
-                if progress is not None:
-                    progress(size)
-                yield batch
+                yield from self._cut_view(view, progress)
                 hashed.result()
             finally:  # a push that stops early does not wait for the rest of the file
                 abandoned.set()
+
+    def _cut_view(self, view: memoryview, progress: Progress | None) -> Iterator[list[Chunk]]:
+        from registry.blobstore.chunking import chunk_hash
+
+        batch: list[Chunk] = []
+        size = 0
+        for cut in self.params.fastcdc().cut_buf(view):
+            data = view[cut.offset : cut.offset + cut.length]
+            batch.append((chunk_hash(data), data))
+            size += cut.length
+            if size >= READ_BYTES:
+                if progress is not None:
+                    progress(size)
+                yield batch
+                batch, size = [], 0
+        if progress is not None:
+            progress(size)
+        yield batch
 
     def _hash_whole(self, view: memoryview, abandoned: threading.Event) -> None:
         for start in range(0, len(view), READ_BYTES):
@@ -145,7 +155,8 @@ class HashingCutter:
             previous: Future[list[Chunk]] | None = None
             for piece in pieces:
                 current = cutter.submit(cut, piece)  # runs after ``previous``: one worker
-                self.sha256.update(piece)
+                if self.whole:
+                    self.sha256.update(piece)
                 if progress is not None:
                     progress(len(piece))
                 if previous is not None:
@@ -209,15 +220,10 @@ class ChunkUploader:
             pool.shutdown(wait=True, cancel_futures=True)
 
     # -- sending ---------------------------------------------------------------------
-    def send_chunks(
-        self, source: Source, sha256: str, where: str, progress: Progress | None = None
-    ) -> list[str]:
+    def send_chunks(self, source: Source, progress: Progress | None = None) -> list[str]:
         """Send the chunks of one file that the registry lacks; its chunk names, in order.
-
-        ClientError when the bytes do not hash to ``sha256`` (chunks sent by then stay
-        unused until GC).
-        """
-        cutter = HashingCutter(self.terms.params)
+        Whether they make the file MANIFEST names is the registry's check (``assemble``)."""
+        cutter = HashingCutter(self.terms.params, whole=False)
         names: list[str] = []
         batch: list[Chunk] = []
         size = 0
@@ -231,9 +237,6 @@ class ChunkUploader:
                 size += len(chunk[1])
         if batch:
             self._submit(batch)
-        actual = cutter.sha256.hexdigest()
-        if actual != sha256:
-            raise ClientError(mismatch_message(where, actual, sha256))
         return names
 
     def assemble(self, file: ChunkedFile) -> None:
@@ -297,6 +300,9 @@ class ChunkUploader:
                 self.client.assemble_blob(file.sha256, file.size, file.names)
                 return
             except ClientError as exc:
+                if exc.status == 400 and exc.reassembled_sha256:  # not what MANIFEST says
+                    actual = exc.reassembled_sha256
+                    raise ClientError(mismatch_message(file.where, actual, file.sha256)) from exc
                 if exc.status != 400 or not exc.missing_chunks or rounds == ASSEMBLE_ROUNDS:
                     raise
                 lost = set(exc.missing_chunks)
@@ -305,7 +311,7 @@ class ChunkUploader:
 
     def _resend(self, file: ChunkedFile, lost: set[str]) -> None:
         """Cut the file again and upload the ``lost`` chunks (GC took them)."""
-        cutter = HashingCutter(self.terms.params)
+        cutter = HashingCutter(self.terms.params, whole=False)
 
         def wanted() -> Iterator[Chunk]:
             for done in cutter.chunks(file.reread()):
@@ -315,6 +321,3 @@ class ChunkUploader:
                         yield name, data
 
         self._upload(wanted())
-        actual = cutter.sha256.hexdigest()
-        if actual != file.sha256:
-            raise ClientError(mismatch_message(file.where, actual, file.sha256))

@@ -189,7 +189,7 @@ class _Sender:
             where = f"{path}: {member}"
             chunks = self._chunked(size)
             if chunks is not None:
-                names = chunks.send_chunks(self.files.source(member), sha, where, self.progress)
+                names = chunks.send_chunks(self.files.source(member), self.progress)
                 reread = partial(self.files.source, member)
                 chunks.assemble(ChunkedFile(sha, size, names, where, reread))
             else:

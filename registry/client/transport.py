@@ -18,6 +18,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from registry.carton.digests import is_sha256
 from registry.settings import DEFAULT_PORT
 
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -55,6 +56,7 @@ class ClientError(Exception):
         status: int | None = None,
         missing: list[str] | None = None,
         missing_chunks: list[str] | None = None,
+        reassembled_sha256: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -63,6 +65,8 @@ class ClientError(Exception):
         self.missing = missing or []
         # Chunks an assemble named that the registry does not hold (``missing_chunks``).
         self.missing_chunks = missing_chunks or []
+        # What an assemble's chunks hashed to, when not the file's sha256.
+        self.reassembled_sha256 = reassembled_sha256
 
     def __str__(self) -> str:
         return f"{self.message} (HTTP {self.status})" if self.status else self.message
@@ -117,13 +121,18 @@ def error_message(response: httpx.Response) -> str:
     return text[:500] or response.reason_phrase or "request failed"
 
 
-def listed_in_error(response: httpx.Response, key: str) -> list[str]:
-    """A list of names in an error body (``missing`` files, ``missing_chunks``), else empty."""
+def error_field(response: httpx.Response, key: str) -> object:
+    """A field of a JSON error body, else None."""
     try:
         body = response.json()
     except ValueError:
-        return []
-    names = body.get(key) if isinstance(body, dict) else None
+        return None
+    return body.get(key) if isinstance(body, dict) else None
+
+
+def listed_in_error(response: httpx.Response, key: str) -> list[str]:
+    """A list of names in an error body (``missing`` files, ``missing_chunks``), else empty."""
+    names = error_field(response, key)
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
@@ -230,11 +239,13 @@ class RegistryClient:
         if response.status_code >= 400:
             if not response.is_stream_consumed:
                 response.read()
+            reassembled = error_field(response, "reassembled_sha256")
             raise ClientError(
                 error_message(response),
                 response.status_code,
                 listed_in_error(response, "missing"),
                 listed_in_error(response, "missing_chunks"),
+                reassembled if isinstance(reassembled, str) and is_sha256(reassembled) else None,
             )
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ from registry.errors import (
     InvalidBody,
     InvalidDigest,
     ManifestMismatch,
+    ReassemblyMismatch,
     UploadTooLarge,
 )
 from registry.services.chunkstore.index import record_files
@@ -214,7 +215,10 @@ def assemble_blob(
             h.update(data)
             crc = zlib.crc32(data, crc)
         if h.hexdigest() != sha256:
-            raise ManifestMismatch(f"the chunks reassemble to sha256 {h.hexdigest()}, not {sha256}")
+            raise ReassemblyMismatch(
+                f"the chunks reassemble to sha256 {h.hexdigest()}, not {sha256}",
+                reassembled_sha256=h.hexdigest(),
+            )
         layout = FileLayout(sha256, size, crc, segments)
         with ctx.transaction() as session:
             lease.fence(session)

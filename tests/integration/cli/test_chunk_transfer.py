@@ -10,6 +10,7 @@ import random
 import signal
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -254,6 +255,30 @@ def test_a_tampered_chunk_upload_is_refused_and_stores_nothing(
     assert missing_bytes(live_server.ctx, weights) == len(weights)
     head = httpx.head(f"{live_server.url}/blobs/{sha256(weights)}")
     assert head.status_code == 404
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_a_chunked_file_that_is_not_what_its_manifest_says_is_refused_in_the_same_words(
+    cli, live_server, tmp_path, compression
+):
+    """The CLI does not hash chunked files whole: the registry checks the file it
+    reassembles, and the push fails as a local check would have said it, storing nothing
+    under the sha256 MANIFEST names."""
+    weights, other = randbytes(21, 3 * MiB), randbytes(22, 3 * MiB)
+    good = carton(tmp_path, "stale-chunks", weights)
+    stale = tmp_path / "stale.carton"
+    with zipfile.ZipFile(good) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    members[WEIGHTS] = other
+    with zipfile.ZipFile(stale, "w", compression) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    run = cli("push", str(stale), "--url", live_server.url)
+    assert run.code == 1
+    assert f"{stale}: {WEIGHTS}: content hashes to {sha256(other)}, but MANIFEST says " in run.err
+    assert sha256(weights) in run.err
+    assert httpx.head(f"{live_server.url}/blobs/{sha256(weights)}").status_code == 404
+    assert httpx.head(f"{live_server.url}/blobs/{sha256(other)}").status_code == 404
 
 
 def test_a_file_that_could_be_over_max_assemble_chunks_is_sent_whole(

@@ -272,7 +272,7 @@ def test_each_batch_of_chunks_is_one_upload_request_of_at_most_batch_bytes():
     uploader.batch_bytes = 2 * MiB
     data = os.urandom(9 * MiB + 4321)
     try:
-        names = uploader.send_chunks(memoryview(data), hashlib.sha256(data).hexdigest(), "t")
+        names = uploader.send_chunks(memoryview(data))
         uploader.finish()
     finally:
         uploader.close()
