@@ -6,8 +6,8 @@ A file is read once and cut with the registry's FastCDC parameters, its chunks n
 (BLAKE3, which frees the GIL). It is not hashed whole here: the registry checks the
 sha256 of the file it reassembles from the chunks before the file exists, and its
 verdict is reported as a local mismatch would be (the same wording), so a second
-sha256 on the client's cores would only slow the push. A Stored member is cut where it lies in the
-mapped zip file (no copies); a compressed one as it is decompressed. Every
+sha256 on the client's cores would only slow the push. A Stored member is cut where
+it lies in the mapped zip file (no copies); a compressed one as it is decompressed. Every
 ``BATCH_BYTES`` of chunks, a worker asks the registry which it lacks and uploads
 those in one request; ``UPLOAD_WORKERS`` batches are in flight at once, and at most
 twice that many are held. Once a file's chunks are all sent, it is assembled; chunks

@@ -109,8 +109,9 @@ class _Pieces:
         if len(self._piece) - self._at >= n:
             self._at += n
             return self._piece[self._at - n : self._at]
-        parts = [self._piece[self._at :]]
-        got = len(parts[0])
+        rest = self._piece[self._at :]
+        parts = [rest] if len(rest) else []  # a record at a piece's start is not copied
+        got = len(rest)
         while got < n:
             piece = self._body.read(RECEIVE_PIECE)
             if not piece:
