@@ -76,7 +76,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def on_body(self, body: bytes) -> None:
-        """A piece the app has not yet been given anything before: handed on as it is.
+        """A piece that arrives while none waits for the app: handed on as it is.
 
         uvicorn appends every piece to a bytearray and gives the app ``bytes()`` of it:
         two copies of each uploaded byte on the event loop, a third of what receiving
