@@ -42,7 +42,7 @@ from typing import BinaryIO
 
 from registry.blobstore.errors import PackNotFound
 from registry.carton.digests import is_sha256
-from registry.carton.streams import CHUNK, read_full
+from registry.carton.streams import CHUNK, ReadStream, read_full
 
 BLOB_DIR = "sha256"
 PACK_DIR = "packs"
@@ -107,7 +107,7 @@ def validate_range(start: int, end: int | None) -> None:
         raise ValueError(f"range end ({end}) is before its start ({start})")
 
 
-class RangeReader(io.RawIOBase):
+class RangeReader(ReadStream):
     """A read-only stream over at most ``limit`` bytes of another stream.
 
     ``limit=None`` reads to EOF. ``on_error`` may translate exceptions raised by
@@ -141,12 +141,6 @@ class RangeReader(io.RawIOBase):
         if self._remaining is not None:
             self._remaining -= len(data)
         return data
-
-    def readinto(self, buffer) -> int:  # type: ignore[override]
-        data = self.read(len(buffer))
-        n = len(data)
-        memoryview(buffer).cast("B")[:n] = data
-        return n
 
     def close(self) -> None:
         if not self.closed:

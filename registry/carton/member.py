@@ -6,7 +6,6 @@ rejects it, and checks the CRC-32, in constant memory (Stored, Deflate and zstd)
 
 from __future__ import annotations
 
-import io
 import threading
 import zlib
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from typing import BinaryIO
 from backports.zstd import ZstdDecompressor, ZstdError
 
 from .errors import CartonFormatError
-from .streams import CHUNK, KiB
+from .streams import CHUNK, KiB, ReadStream
 from .zipformat import DEFLATED, STORED, ZSTD
 
 _READ_CHUNK = 256 * KiB
@@ -38,7 +37,7 @@ class Member:
     is_symlink: bool = False
 
 
-class MemberReader(io.RawIOBase):
+class MemberReader(ReadStream):
     """Streaming, verifying reader of one member's uncompressed bytes.
 
     Raises CartonFormatError when the data inflates past the declared size,
@@ -197,12 +196,6 @@ class MemberReader(io.RawIOBase):
             if not data:
                 return b"".join(parts)
             parts.append(data)
-
-    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.read(len(b))
-        n = len(data)
-        memoryview(b).cast("B")[:n] = data
-        return n
 
     def iter_chunks(self, chunk_size: int = CHUNK) -> Iterator[bytes]:
         """Yield the member in chunks; the last (empty) read verifies size and CRC."""

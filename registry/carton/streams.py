@@ -50,6 +50,16 @@ def hash_stream(stream: BinaryIO, chunk_size: int = CHUNK) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+class ReadStream(io.RawIOBase):
+    """A raw stream whose subclass implements ``read``; ``readinto`` copies what it gives
+    (RawIOBase has it the other way round, which costs a copy per ``read``)."""
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(buffer))
+        memoryview(buffer).cast("B")[: len(data)] = data
+        return len(data)
+
+
 class ChecksumReader(io.RawIOBase):
     """Wraps a readable stream; counts bytes and CRC-32 (zip needs it) as the consumer reads.
 

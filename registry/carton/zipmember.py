@@ -20,7 +20,7 @@ from backports.zstd import ZstdDecompressor, ZstdError
 
 from .errors import CartonFormatError, CartonLimitExceeded
 from .paths import LINKS_NAME, MANIFEST_NAME
-from .streams import MiB
+from .streams import MiB, ReadStream
 from .zipchecks import MAX_SYMLINK_BYTES
 from .zipformat import DEFLATED, LOCAL_MAGIC, STORED, ZSTD
 
@@ -102,7 +102,7 @@ class ForwardInput:
 
 
 @dataclass(eq=False)
-class StreamEntry(io.RawIOBase):
+class StreamEntry(ReadStream):
     """One local entry; a readable stream of its uncompressed bytes, verified at its end.
 
     ``size`` and ``crc32`` are the values seen (final once the entry was read to EOF).
@@ -138,11 +138,6 @@ class StreamEntry(io.RawIOBase):
         if n is None or n < 0:
             return b"".join(iter(lambda: self._reader.next(READ), b""))  # type: ignore[union-attr]
         return self._reader.next(n) if n else b""
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.read(len(buffer))
-        memoryview(buffer).cast("B")[: len(data)] = data
-        return len(data)
 
     def drain(self) -> None:
         while self.read(READ):

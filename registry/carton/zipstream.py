@@ -21,7 +21,6 @@ then the central directory cross-check rejects the archive.
 
 from __future__ import annotations
 
-import io
 import stat
 import struct
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from .limits import ArchiveLimits
 from .links import parse_links
 from .manifest import Manifest, parse_manifest
 from .paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME
+from .streams import ReadStream
 from .zipchecks import (
     MAX_SYMLINK_BYTES,
     ROOT_TOLERATED,
@@ -267,7 +267,7 @@ def _zip64_sizes(extra: bytes, size: int, csize: int, name: str) -> tuple[int, i
     raise CartonFormatError(f"entry {name!r}: sizes overflow but there is no ZIP64 extra field")
 
 
-class _TailFile(io.RawIOBase):
+class _TailFile(ReadStream):
     """The archive as zipfile sees it: only the bytes from the central directory on are real."""
 
     def __init__(self, tail_offset: int, tail: bytes) -> None:
@@ -299,11 +299,6 @@ class _TailFile(io.RawIOBase):
         data = b"\x00" * gap + self._tail[max(0, self._pos - self._start) : end - self._start]
         self._pos = end
         return data
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.read(len(buffer))
-        memoryview(buffer).cast("B")[: len(data)] = data
-        return len(data)
 
 
 @dataclass(frozen=True)

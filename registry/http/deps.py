@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import threading
 from collections import deque
 from collections.abc import AsyncIterator
@@ -14,6 +13,7 @@ import anyio
 from litestar import Request
 from litestar.datastructures import State
 
+from registry.carton.streams import ReadStream
 from registry.errors import TruncatedUpload, UploadStalled, UploadTooLarge
 from registry.services.context import RegistryContext
 
@@ -51,7 +51,7 @@ WAKE_BYTES = 1024 * 1024
 """Body bytes queued before a waiting worker thread is woken (or the body's end)."""
 
 
-class StreamedBody(io.RawIOBase):
+class StreamedBody(ReadStream):
     """A request body as a blocking stream, for the worker thread that consumes it.
 
     A task on the event loop (``feeding``) receives the body's pieces as they arrive
@@ -181,11 +181,6 @@ class StreamedBody(io.RawIOBase):
             out = self._buf[self._at : self._at + n]
         self._at += len(out)
         return out
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.read(len(buffer))
-        memoryview(buffer).cast("B")[: len(data)] = data
-        return len(data)
 
 
 class _IdleWatchdog:
