@@ -17,7 +17,6 @@ and sent, a few rounds at most.
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -85,37 +84,21 @@ def read_pieces(reader: BinaryIO) -> Iterator[bytes]:
         yield piece
 
 
-class HashingCutter:
-    """Cuts a file into named chunks and (``whole``) hashes it whole, in one pass over two
-    threads."""
+class ChunkCutter:
+    """Cuts a file into named chunks (it is not hashed whole: module doc)."""
 
-    def __init__(self, params: ChunkParams, *, whole: bool = True) -> None:
+    def __init__(self, params: ChunkParams) -> None:
         self.params = params
-        self.sha256 = hashlib.sha256()
-        self.whole = whole
 
     def chunks(self, source: Source, progress: Progress | None = None) -> Iterator[list[Chunk]]:
-        """The file's chunks in order, a few MiB at a time; ``sha256`` is whole once this
-        ends. ``progress`` is told the bytes cut."""
+        """The file's chunks in order, a few MiB at a time; ``progress`` is told the bytes
+        cut."""
         if isinstance(source, memoryview):
             return self._chunks_in_view(source, progress)
         return self._chunks_of_stream(source, progress)
 
     def _chunks_in_view(self, view: memoryview, progress: Progress | None) -> Iterator[list[Chunk]]:
-        """Chunks as slices of ``view``, cut here while a second thread hashes it whole."""
-        if not self.whole:
-            yield from self._cut_view(view, progress)
-            return
-        abandoned = threading.Event()
-        with ThreadPoolExecutor(1, thread_name_prefix="sha256") as hasher:
-            hashed = hasher.submit(self._hash_whole, view, abandoned)
-            try:
-                yield from self._cut_view(view, progress)
-                hashed.result()
-            finally:  # a push that stops early does not wait for the rest of the file
-                abandoned.set()
-
-    def _cut_view(self, view: memoryview, progress: Progress | None) -> Iterator[list[Chunk]]:
+        """Chunks as slices of ``view`` (no copies)."""
         from registry.blobstore.chunking import chunk_hash
 
         batch: list[Chunk] = []
@@ -133,16 +116,11 @@ class HashingCutter:
             progress(size)
         yield batch
 
-    def _hash_whole(self, view: memoryview, abandoned: threading.Event) -> None:
-        for start in range(0, len(view), READ_BYTES):
-            if abandoned.is_set():
-                return
-            self.sha256.update(view[start : start + READ_BYTES])
-
     def _chunks_of_stream(
         self, pieces: Iterable[bytes], progress: Progress | None
     ) -> Iterator[list[Chunk]]:
-        """The chunks each piece completes: hashed here, cut in a second thread."""
+        """The chunks each piece completes, cut in a second thread while this one reads
+        (decompresses) the next piece."""
         from registry.blobstore.chunking import Chunker, chunk_hash
 
         chunker = Chunker(self.params)
@@ -155,8 +133,6 @@ class HashingCutter:
             previous: Future[list[Chunk]] | None = None
             for piece in pieces:
                 current = cutter.submit(cut, piece)  # runs after ``previous``: one worker
-                if self.whole:
-                    self.sha256.update(piece)
                 if progress is not None:
                     progress(len(piece))
                 if previous is not None:
@@ -223,7 +199,7 @@ class ChunkUploader:
     def send_chunks(self, source: Source, progress: Progress | None = None) -> list[str]:
         """Send the chunks of one file that the registry lacks; its chunk names, in order.
         Whether they make the file MANIFEST names is the registry's check (``assemble``)."""
-        cutter = HashingCutter(self.terms.params, whole=False)
+        cutter = ChunkCutter(self.terms.params)
         names: list[str] = []
         batch: list[Chunk] = []
         size = 0
@@ -311,7 +287,7 @@ class ChunkUploader:
 
     def _resend(self, file: ChunkedFile, lost: set[str]) -> None:
         """Cut the file again and upload the ``lost`` chunks (GC took them)."""
-        cutter = HashingCutter(self.terms.params, whole=False)
+        cutter = ChunkCutter(self.terms.params)
 
         def wanted() -> Iterator[Chunk]:
             for done in cutter.chunks(file.reread()):
