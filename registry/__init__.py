@@ -2,7 +2,8 @@
 
 Dependencies point down: ``http/`` (and ``app``, which assembles it) and ``cli/`` ->
 ``services/`` -> ``carton/``, ``triton/``, ``blobstore/``, ``db/``; ``client/`` stands
-beside them on ``carton/`` alone. ``settings`` and ``errors`` serve every layer
+beside them on ``carton/`` and ``chunking`` (FastCDC cuts and BLAKE3 names, pure:
+imports nothing of ours) alone. ``settings`` and ``errors`` serve every layer
 (``errors`` imports nothing; ``settings`` only the carton format's limits and sizes);
 ``script`` is the ``carton-registry`` entry point, in front of ``cli/``.
 Each package's docstring says what lives there and what it may import;

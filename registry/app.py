@@ -14,11 +14,14 @@ from litestar.types import ControllerRouterHandler
 from registry import __version__
 from registry.http.api import ApiController
 from registry.http.auth import require_pull
+from registry.http.background import background
 from registry.http.chunks import ChunksController
 from registry.http.deps import provide_ctx
 from registry.http.errors import EXCEPTION_HANDLERS
 from registry.http.health import healthz
+from registry.http.lineage import LineageController
 from registry.http.middleware import add_security_headers, middleware
+from registry.http.namespaces import AccessMiddleware, NamespacedPaths, NamespacesController
 from registry.http.overload import IngestGate, provide_ingest_gate
 from registry.services.context import RegistryContext
 from registry.settings import Settings
@@ -31,7 +34,7 @@ def route_handlers() -> list[ControllerRouterHandler]:
 
     Writes add their stronger guard on the route itself (``registry.http.auth``).
     """
-    from registry.http import blobs, cartons, metrics, v2, web
+    from registry.http import blobs, cartons, metrics, v2, web, web_lineage
 
     guarded = Router(
         path="/",
@@ -39,10 +42,13 @@ def route_handlers() -> list[ControllerRouterHandler]:
         route_handlers=[
             ApiController,
             ChunksController,
+            LineageController,
+            NamespacesController,
             *cartons.ROUTES,
             *blobs.ROUTES,
             *v2.ROUTES,
             *web.ROUTES,
+            *web_lineage.ROUTES,
         ],
     )
     return [healthz, *metrics.ROUTES, guarded]
@@ -75,18 +81,21 @@ def create_app(settings: Settings | None = None, ctx: RegistryContext | None = N
     from registry.http.metrics import register_observers
 
     register_observers(ctx)
+    startup, stop_background = background(ctx)
+    shutdown[:0] = stop_background
 
-    return Litestar(
+    app = Litestar(
         route_handlers=route_handlers(),
         dependencies={
             "ctx": Provide(provide_ctx, sync_to_thread=False),
             "ingest_gate": Provide(provide_ingest_gate, sync_to_thread=False),
         },
-        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        exception_handlers=EXCEPTION_HANDLERS,
         state=State({"ctx": ctx, "ingest_gate": IngestGate.from_settings(settings)}),
+        on_startup=startup,
         on_shutdown=shutdown,
         request_max_body_size=None,
-        middleware=middleware(),
+        middleware=[AccessMiddleware, *middleware()],
         before_send=[add_security_headers],
         # Logging is the process's business (serve configures it), not the app's: Litestar's
         # default would bind a handler to whatever sys.stderr is at creation.
@@ -103,3 +112,6 @@ def create_app(settings: Settings | None = None, ctx: RegistryContext | None = N
             render_plugins=[OpenAPIDocument()],
         ),
     )
+    # Before routing: ``namespace/model`` in model routes (registry.http.namespaces).
+    app.asgi_handler = NamespacedPaths(app.asgi_handler)
+    return app

@@ -53,6 +53,10 @@ class NotFound(RegistryError):
     """What the request names does not exist (or no longer does)."""
 
 
+class InferenceElsewhere(NotFound):
+    """An infer request: this registry is a model repository, inference runs in Triton."""
+
+
 class Conflict(RegistryError):
     """The request clashes with the registry's current state."""
 
@@ -63,6 +67,11 @@ class PreconditionFailed(RegistryError):
 
 class TimedOut(RegistryError):
     """The client took too long: its request stalled (the connection is closed)."""
+
+
+class ClientClosedRequest(RegistryError):
+    """The client went away before its request was answered (nginx's 499): never a 5xx,
+    so a client that gives up does not page whoever watches the server's errors."""
 
 
 class TooLarge(RegistryError):
@@ -101,13 +110,11 @@ class ManifestMismatch(InvalidCarton):
 
 
 class ReassemblyMismatch(ManifestMismatch):
-    """Chunks named for a file that reassemble to other bytes (``reassembled_sha256``, in
-    the error body too: what a client reports as the file's content hash)."""
+    """Chunks named for a file that reassemble to other bytes (``"sha256_mismatch": true``
+    in the error body, so a client can tell; what they do hash to is not said: a client
+    hashes its own file to tell its user)."""
 
-    def __init__(self, message: str, *, reassembled_sha256: str) -> None:
-        super().__init__(message)
-        self.reassembled_sha256 = reassembled_sha256
-        self.details = {"reassembled_sha256": reassembled_sha256}
+    details = {"sha256_mismatch": True}
 
 
 class FilesMissing(InvalidCarton):
@@ -188,6 +195,10 @@ class ModelNotFound(NotFound):
     """No model with that name."""
 
 
+class NamespaceNotFound(NotFound):
+    """No namespace with that name (or none the caller may see)."""
+
+
 class VersionNotFound(NotFound):
     """The model has no such version."""
 
@@ -225,11 +236,20 @@ class TagMoved(PreconditionFailed):
 
 
 class UploadStalled(TimedOut):
-    """A request body that sent nothing for ``REGISTRY_BODY_IDLE_TIMEOUT``."""
+    """A request body that sent nothing for ``REGISTRY_BODY_IDLE_TIMEOUT``, or arrived
+    slower than ``REGISTRY_BODY_MIN_RATE`` / ``REGISTRY_BODY_DEADLINE_RATE`` allow."""
+
+
+class UploadAbandoned(ClientClosedRequest):
+    """The client closed the connection before its request body was received whole."""
 
 
 class UploadTooLarge(TooLarge):
     """A request body over its limit (declared or received)."""
+
+
+class AmplifiedAssembly(TooLarge):
+    """A file to assemble from too few distinct chunks for its size (``MAX_ASSEMBLE_RATIO``)."""
 
 
 class ArchiveTooLarge(TooLarge):

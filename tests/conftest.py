@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,7 +63,10 @@ def postgres_url() -> Iterator[str]:
             conn.execute(text("SELECT 1"))
     except Exception as exc:
         _skip_or_fail(f"Postgres not reachable at {PG_ADMIN_URL}: {exc}")
-    name = f"registry_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    # One database per pytest-xdist worker (each is its own session): the worker's name,
+    # pid and a random tail keep concurrent sessions, and engineers, apart.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    name = f"registry_test_{worker}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     base, _, _ = PG_ADMIN_URL.rpartition("/")
@@ -176,17 +180,14 @@ class LiveServer:
 @pytest.fixture
 def live_settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
     """Settings whose PUBLIC_URL is the live server's own address (LINKS must point at it)."""
-    import socket
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock = bound_socket()
+    request.addfinalizer(sock.close)
     port = sock.getsockname()[1]
-    sock.close()
     marker = request.node.get_closest_marker("settings")
     overrides = dict(marker.kwargs) if marker is not None else {}
     overrides.setdefault("public_url", f"http://127.0.0.1:{port}")
     settings = make_settings(request, backend, tmp_path, **overrides)
-    request.node._live_port = port
+    request.node._live_sock = sock  # held from here to the server: no other test takes it
     return settings
 
 
@@ -194,7 +195,7 @@ def live_settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) 
 def live_server(request: pytest.FixtureRequest, live_settings: Settings) -> Iterator[LiveServer]:
     """A real HTTP server on 127.0.0.1 whose PUBLIC_URL is its own URL."""
     ctx = RegistryContext.open(live_settings)
-    server = start_live_server(ctx, request.node._live_port)
+    server = start_live_server(ctx, request.node._live_sock)
     try:
         yield server
     finally:
@@ -204,8 +205,16 @@ def live_server(request: pytest.FixtureRequest, live_settings: Settings) -> Iter
         ctx.close()
 
 
-def start_live_server(ctx: RegistryContext, port: int = 0) -> LiveServer:
-    import socket
+def bound_socket() -> socket.socket:
+    """A socket bound to a free port of 127.0.0.1, kept until the server listens on it:
+    tests running in parallel (pytest-xdist) can never be handed the same port."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def start_live_server(ctx: RegistryContext, sock: socket.socket | None = None) -> LiveServer:
     import threading
     import time
 
@@ -215,9 +224,7 @@ def start_live_server(ctx: RegistryContext, port: int = 0) -> LiveServer:
     from registry.http.server import server_options
 
     server = LiveServer.__new__(LiveServer)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    sock = sock or bound_socket()
     port = sock.getsockname()[1]
     server.port, server.url, server.ctx, server._sock = port, f"http://127.0.0.1:{port}", ctx, sock
     config = uvicorn.Config(

@@ -14,9 +14,11 @@ from bench.figures.chunks import CHUNKS
 from bench.figures.cli_push import REPUSH, VARIANT
 from bench.figures.figure import Figure
 from bench.figures.limits import LIMITS
+from bench.figures.lineage import LINEAGE
 from bench.figures.listing import LISTING
 from bench.figures.load import LOAD
 from bench.figures.memory import MEMORY
+from bench.figures.namespaces import NAMESPACES
 from bench.figures.overhead import OVERHEAD
 from bench.figures.profile import PROFILE
 from bench.figures.pull import PULL
@@ -33,6 +35,8 @@ FIGURES: list[Figure] = [
     CHUNKS,
     CHUNK_PUSH,
     CHUNK_PULL,
+    LINEAGE,
+    NAMESPACES,
     LOAD,
     OVERHEAD,
     SERVERS_FIGURE,

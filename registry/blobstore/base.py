@@ -34,15 +34,14 @@ import abc
 import io
 import re
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from registry.blobstore.errors import PackNotFound
 from registry.carton.digests import is_sha256
-from registry.carton.streams import CHUNK, ReadStream, read_full
+from registry.carton.streams import CHUNK, Readable, ReadStream, read_full
 
 BLOB_DIR = "sha256"
 PACK_DIR = "packs"
@@ -76,7 +75,7 @@ def validate_sha256(sha256: object) -> str:
     """Return ``sha256`` if it is 64 lowercase hex digits, else raise ``ValueError``."""
     if not is_sha256(sha256):
         raise ValueError(f"not a sha256 digest (64 lowercase hex digits): {sha256!r}")
-    return sha256  # type: ignore[return-value]
+    return sha256
 
 
 def blob_key(sha256: str) -> str:
@@ -107,6 +106,12 @@ def validate_range(start: int, end: int | None) -> None:
         raise ValueError(f"range end ({end}) is before its start ({start})")
 
 
+class ClosableReader(Readable, Protocol):
+    """What ``RangeReader`` wraps: a file or a botocore ``StreamingBody``."""
+
+    def close(self) -> None: ...
+
+
 class RangeReader(ReadStream):
     """A read-only stream over at most ``limit`` bytes of another stream.
 
@@ -114,7 +119,12 @@ class RangeReader(ReadStream):
     the underlying stream (e.g. network errors into ``BlobStoreUnavailable``).
     """
 
-    def __init__(self, raw, limit: int | None, on_error=None) -> None:
+    def __init__(
+        self,
+        raw: ClosableReader,
+        limit: int | None,
+        on_error: Callable[[Exception], Exception] | None = None,
+    ) -> None:
         super().__init__()
         self._raw = raw
         self._remaining = limit
@@ -158,7 +168,7 @@ class PackWriter(abc.ABC):
         self.size = 0
 
     @abc.abstractmethod
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         """Append ``data`` (held in at most one part's buffer before it goes out)."""
 
     @abc.abstractmethod
@@ -244,10 +254,6 @@ class BlobStore(abc.ABC):
         """A URL a client can GET the blob from directly, or None (unsupported)."""
         return None
 
-    def local_path(self, sha256: str) -> Path | None:
-        """The blob's file on the local filesystem (for sendfile), or None."""
-        return None
-
     # -- packs ---------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -292,10 +298,6 @@ class BlobStore(abc.ABC):
     @abc.abstractmethod
     def delete_pack(self, name: str) -> bool:
         """Delete the pack; True if something was deleted."""
-
-    def local_pack_path(self, name: str) -> Path | None:
-        """The pack's file on the local filesystem (for sendfile), or None."""
-        return None
 
     # -- lifecycle -------------------------------------------------------------
 

@@ -121,7 +121,7 @@ class _MemoryPackWriter(PackWriter):
         self._store = store
         self._parts: list[bytes] = []
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self._parts.append(bytes(data))
         self.size += len(data)
 

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from registry.blobstore.base import (
     BLOB_DIR,
@@ -45,6 +45,9 @@ from registry.blobstore.s3packs import S3Packs
 from registry.carton.digests import is_sha256
 from registry.carton.streams import MiB, hash_stream, read_full
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
 MIN_PART_SIZE = 5 * MiB
 MAX_PARTS = 10_000
 
@@ -56,7 +59,7 @@ class S3BlobStore(S3Packs, BlobStore):
         prefix: str = "",
         *,
         endpoint_url: str | None = None,
-        client=None,
+        client: S3Client | None = None,
         part_size: int = 16 * MiB,
         presign: bool = False,
         region: str | None = None,
@@ -115,7 +118,7 @@ class S3BlobStore(S3Packs, BlobStore):
         return BlobStoreUnavailable(f"blob store {where} unavailable while {action}: {reason}")
 
     @contextlib.contextmanager
-    def _translate(self, action: str):
+    def _translate(self, action: str) -> Iterator[None]:
         """Turn every botocore / urllib3 failure into BlobStoreUnavailable."""
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -285,7 +288,7 @@ class S3BlobStore(S3Packs, BlobStore):
                 raise
         body = resp["Body"]
         limit = None if end is None else end - start
-        return RangeReader(  # type: ignore[return-value]
+        return RangeReader(  # type: ignore[return-value]  # a RawIOBase, read as a BinaryIO
             body, limit, on_error=lambda exc: self._unavailable(exc, f"reading {key}")
         )
 

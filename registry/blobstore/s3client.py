@@ -6,7 +6,10 @@ botocore is imported lazily: opening a filesystem or memory store never loads it
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 _NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound"}
 _UNSUPPORTED_CODES = {"NotImplemented", "501"}
@@ -19,7 +22,7 @@ def make_client(
     connect_timeout: float = 5,
     read_timeout: float = 60,
     max_attempts: int = 3,
-):
+) -> S3Client:
     """A boto3 S3 client with timeouts and retries that fail fast when the server is down."""
     import boto3
     from botocore.config import Config
@@ -35,7 +38,7 @@ def make_client(
         options["s3"] = {"addressing_style": "path"}
     # botocore >= 1.36 adds CRC checksums to every request by default, which
     # several S3-compatible servers reject; only send them when required.
-    extra = {
+    extra: dict[str, Any] = {
         "request_checksum_calculation": "when_required",
         "response_checksum_validation": "when_required",
     }

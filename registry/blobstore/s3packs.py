@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, BinaryIO
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from registry.blobstore.base import (
     PACK_DIR,
@@ -24,7 +26,8 @@ from registry.blobstore.errors import PackNotFound
 from registry.carton.streams import MiB
 
 if TYPE_CHECKING:
-    from registry.blobstore.s3 import S3BlobStore
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import CompletedPartTypeDef
 
 MAX_PARTS = 10_000
 PACK_PART_SIZE = 8 * MiB
@@ -33,26 +36,49 @@ READ_AHEAD_PIECE = 4 * MiB
 READS_IN_FLIGHT = 4  # ranged GETs under way per reader: a pull streams at full speed
 
 
+class _S3Store(Protocol):
+    """What the mixin uses of ``S3BlobStore`` (a protocol: how a mixin's ``self`` is typed)."""
+
+    prefix: str
+    bucket: str
+    client: S3Client
+
+    def pack_key_for(self, name: str) -> str: ...
+    def read_pack(self, name: str, start: int, end: int) -> bytes: ...
+    def _translate(self, action: str) -> AbstractContextManager[None]: ...
+    def _open_key(
+        self, key: str, start: int, end: int | None, missing: Callable[[], Exception]
+    ) -> BinaryIO: ...
+    def _stat_key(self, key: str) -> int | None: ...
+    def _list(
+        self,
+        folder: str,
+        canonical: Callable[[str], str],
+        valid: Callable[[object], bool],
+        what: str,
+    ) -> Iterator[tuple[str, int, datetime]]: ...
+    def _pool(self) -> ThreadPoolExecutor: ...
+    def _abort(self, key: str, upload_id: str) -> None: ...
+
+
 class S3Packs:
-    def pack_key_for(self: S3BlobStore, name: str) -> str:  # type: ignore[misc]
+    def pack_key_for(self: _S3Store, name: str) -> str:
         return self.prefix + pack_key(name)
 
-    def new_pack(self: S3BlobStore, name: str) -> PackWriter:  # type: ignore[misc]
+    def new_pack(self: _S3Store, name: str) -> PackWriter:
         return _S3PackWriter(self, name, self.pack_key_for(name))
 
-    def open_pack(  # type: ignore[misc]
-        self: S3BlobStore, name: str, start: int = 0, end: int | None = None
-    ) -> BinaryIO:
+    def open_pack(self: _S3Store, name: str, start: int = 0, end: int | None = None) -> BinaryIO:
         return self._open_key(self.pack_key_for(name), start, end, lambda: PackNotFound(name))
 
-    def pack_size(self: S3BlobStore, name: str) -> int | None:  # type: ignore[misc]
+    def pack_size(self: _S3Store, name: str) -> int | None:
         return self._stat_key(self.pack_key_for(name))
 
-    def iter_packs(self: S3BlobStore) -> Iterator[PackInfo]:  # type: ignore[misc]
+    def iter_packs(self: _S3Store) -> Iterator[PackInfo]:
         for name, size, modified in self._list(PACK_DIR, pack_key, is_pack_name, "packs"):
             yield PackInfo(name, size, modified)
 
-    def delete_pack(self: S3BlobStore, name: str) -> bool:  # type: ignore[misc]
+    def delete_pack(self: _S3Store, name: str) -> bool:
         key = self.pack_key_for(name)
         if self._stat_key(key) is None:
             return False
@@ -60,8 +86,8 @@ class S3Packs:
             self.client.delete_object(Bucket=self.bucket, Key=key)
         return True
 
-    def iter_pack_ranges(  # type: ignore[misc]
-        self: S3BlobStore, ranges: Iterable[tuple[str, int, int]], chunk_size: int = MiB
+    def iter_pack_ranges(
+        self: _S3Store, ranges: Iterable[tuple[str, int, int]], chunk_size: int = MiB
     ) -> Iterator[bytes]:
         """Ranged GETs of ``READ_AHEAD_PIECE`` bytes, ``READS_IN_FLIGHT`` at once, in order."""
         pieces = (
@@ -89,7 +115,7 @@ class S3Packs:
                 future.cancel()
 
 
-def _read_piece(store: S3BlobStore, name: str, start: int, end: int) -> bytes:
+def _read_piece(store: _S3Store, name: str, start: int, end: int) -> bytes:
     data = store.read_pack(name, start, end)
     if len(data) != end - start:
         raise PackNotFound(name)  # shorter than the index says: treated as lost
@@ -103,15 +129,15 @@ class _S3PackWriter(PackWriter):
     ``PARTS_IN_FLIGHT`` at once, so memory stays at a few parts per writer.
     """
 
-    def __init__(self, store: S3BlobStore, name: str, key: str) -> None:
+    def __init__(self, store: _S3Store, name: str, key: str) -> None:
         super().__init__(name)
         self._store = store
         self._key = key
         self._buf = bytearray()
         self._upload_id: str | None = None
-        self._parts: list[Future[dict[str, Any]]] = []
+        self._parts: list[Future[CompletedPartTypeDef]] = []
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self._buf += data
         self.size += len(data)
         if len(self._buf) >= PACK_PART_SIZE:
@@ -132,15 +158,15 @@ class _S3PackWriter(PackWriter):
         pending = [f for f in self._parts if not f.done()]
         if len(pending) >= PARTS_IN_FLIGHT:
             pending[0].result()
-        self._parts.append(store._pool().submit(self._upload_part, number, data))
+        self._parts.append(store._pool().submit(self._upload_part, self._upload_id, number, data))
 
-    def _upload_part(self, number: int, data: bytes) -> dict[str, Any]:
+    def _upload_part(self, upload_id: str, number: int, data: bytes) -> CompletedPartTypeDef:
         store = self._store
         with store._translate(f"uploading part {number} of {self._key}"):
             resp = store.client.upload_part(
                 Bucket=store.bucket,
                 Key=self._key,
-                UploadId=self._upload_id,
+                UploadId=upload_id,
                 PartNumber=number,
                 Body=data,
                 ContentLength=len(data),

@@ -46,7 +46,7 @@ _COMPARATOR = re.compile(
 _MAX_COMPARATORS = 32
 
 
-def version_req_problem(req: str) -> str | None:
+def version_req_problem(req: object) -> str | None:
     """Why ``req`` is not a Rust ``semver::VersionReq``, or None when it parses."""
     if not isinstance(req, str):
         return "must be a string"
@@ -105,7 +105,7 @@ class RunnerInfo:
     runner_name: str
     required_framework_version: str
     runner_compat_version: int | None
-    opts: dict = field(default_factory=dict)
+    opts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class CartonConfig:
     self_tests: tuple[SelfTest, ...]
     examples: tuple[Example, ...]
     runner: RunnerInfo
-    raw: dict = field(compare=False, repr=False)
+    raw: dict[str, Any] = field(compare=False, repr=False)
 
 
 def _err(msg: str) -> CartonFormatError:
@@ -131,7 +131,7 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _opt_str(d: dict, key: str, where: str) -> str | None:
+def _opt_str(d: dict[str, Any], key: str, where: str) -> str | None:
     v = d.get(key)
     if v is not None and not isinstance(v, str):
         raise _err(f"{where}{key} must be a string")
@@ -179,7 +179,7 @@ def _tensor_spec(d: object, where: str) -> TensorSpec:
     )
 
 
-def _tensor_specs(raw: dict, key: str) -> tuple[TensorSpec, ...]:
+def _tensor_specs(raw: dict[str, Any], key: str) -> tuple[TensorSpec, ...]:
     lst = raw.get(key)
     if lst is None:
         return ()
@@ -195,7 +195,7 @@ def _tensor_specs(raw: dict, key: str) -> tuple[TensorSpec, ...]:
 
 
 def _ref_table(
-    d: dict,
+    d: dict[str, Any],
     key: str,
     where: str,
     prefixes: tuple[str, ...],
@@ -223,7 +223,7 @@ def _ref_table(
     return out
 
 
-def _section_list(raw: dict, key: str) -> list[dict]:
+def _section_list(raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
     lst = raw.get(key)
     if lst is None:
         return []
@@ -243,7 +243,9 @@ _CASE_SECTIONS: dict[str, tuple[str, tuple[str, ...], str, bool]] = {
 }
 
 
-def _cases(raw: dict, section: str, in_names: set[str], out_names: set[str]) -> list[_Case]:
+def _cases(
+    raw: dict[str, Any], section: str, in_names: set[str], out_names: set[str]
+) -> list[_Case]:
     """(name, description, inputs, outputs) of each table of ``section``, checked."""
     label, prefixes, outputs_key, outputs_required = _CASE_SECTIONS[section]
     cases: list[_Case] = []
@@ -302,7 +304,10 @@ def parse_carton_toml(data: bytes | str) -> CartonConfig:
     out_names = {s.name for s in outputs}
 
     self_tests = [SelfTest(*case) for case in _cases(raw, "self_test", in_names, out_names)]
-    examples = [Example(*case) for case in _cases(raw, "example", in_names, out_names)]
+    examples: list[Example] = []
+    for name, description, ins, outs in _cases(raw, "example", in_names, out_names):
+        assert outs is not None  # sample_out is required: _cases raised without it
+        examples.append(Example(name, description, ins, outs))
 
     runner = raw.get("runner")
     if not isinstance(runner, dict):

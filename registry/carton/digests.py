@@ -8,6 +8,7 @@ services wrap it in their own errors).
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 DIGEST_SCHEME = "sha256:"
@@ -17,7 +18,7 @@ MIN_PREFIX = 8
 _HEX_PREFIX = re.compile(rf"[0-9a-f]{{{MIN_PREFIX},63}}")
 
 
-def is_sha256(value: object) -> bool:
+def is_sha256(value: object) -> TypeGuard[str]:
     """True for a lowercase 64-hex-digit sha256 (the only form anything here accepts)."""
     return isinstance(value, str) and SHA256_HEX.fullmatch(value) is not None
 

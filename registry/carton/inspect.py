@@ -15,7 +15,7 @@ from .limits import ArchiveLimits
 from .paths import CARTON_TOML, TENSOR_INDEX
 from .streams import MiB
 from .tensor_data import TensorIndexEntry, parse_tensor_index
-from .validate import MAX_STRING_TENSOR_CHECK, tensor_problems
+from .validate import MAX_STRING_TENSOR_CHECK, self_test_problems, tensor_problems
 from .zipread import CartonArchive, sha256_member
 
 _MAX_INDEX_BYTES = 16 * MiB
@@ -42,9 +42,11 @@ def _check_tensors(archive: CartonArchive, entries: list[TensorIndexEntry]) -> l
 
 
 def inspect_carton(
-    path: str | os.PathLike | BinaryIO, limits: ArchiveLimits = ArchiveLimits()
+    path: str | os.PathLike[str] | BinaryIO, limits: ArchiveLimits = ArchiveLimits()
 ) -> dict[str, Any]:
-    """Describe and validate a carton; ``problems`` is empty when it is valid."""
+    """Describe and validate a carton; ``problems`` is empty when it is valid. ``warnings``
+    are what a valid carton cannot do: a self test whose tensor's dtype is not its input's
+    or output's (the ``/v2`` self test routes refuse it, by the same rule)."""
     result: dict[str, Any] = {
         "manifest_sha256": None,
         "model_name": None,
@@ -53,6 +55,7 @@ def inspect_carton(
         "outputs": [],
         "files": [],
         "problems": [],
+        "warnings": [],
     }
     problems: list[str] = result["problems"]
     try:
@@ -103,12 +106,14 @@ def inspect_carton(
                 problems.append(e.message)
 
         tensor_names: set[str] | None = None
+        entries_by_name: dict[str, TensorIndexEntry] = {}
         if TENSOR_INDEX not in manifest:
             problems.append(f"{TENSOR_INDEX} is missing (the carton loader requires it)")
         elif TENSOR_INDEX in archive.members:
             try:
                 entries = parse_tensor_index(archive.read_bytes(TENSOR_INDEX, _MAX_INDEX_BYTES))
                 tensor_names = {e.name for e in entries}
+                entries_by_name = {e.name: e for e in entries}
                 problems.extend(_check_tensors(archive, entries))
             except CartonFormatError as e:
                 problems.append(e.message)
@@ -129,4 +134,7 @@ def inspect_carton(
             if tensor_names is None:  # index unreadable or linked: tensor refs not checkable
                 ref_problems = [p for p in ref_problems if "names no tensor" not in p]
             problems.extend(ref_problems)
+            # The format allows these (Carton's own reference cartons have them), but no v2
+            # client can send such a self test: /v2/.../self_tests refuses it with these words.
+            result["warnings"].extend(self_test_problems(config, entries_by_name))
     return result

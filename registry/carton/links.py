@@ -70,7 +70,7 @@ def write_links(urls: Mapping[str, Sequence[str]]) -> bytes:
         lst = list(urls[digest])
         if not is_sha256(digest):
             raise CartonFormatError(f"LINKS: {digest!r} is not a lowercase hex sha256")
-        if not lst or not all(isinstance(u, str) and _is_http_url(u) for u in lst):
+        if not lst or not all(_is_http_url(u) for u in lst):
             raise CartonFormatError(f"LINKS: {digest} needs a non-empty list of http(s) URLs")
         lines.append(f"{digest} = [{', '.join(_toml_str(u) for u in lst)}]")
     return ("\n".join(lines) + "\n").encode("utf-8")

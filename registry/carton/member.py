@@ -12,11 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from backports.zstd import ZstdDecompressor, ZstdError
-
 from .errors import CartonFormatError
 from .streams import CHUNK, KiB, ReadStream
 from .zipformat import DEFLATED, STORED, ZSTD
+from .zstdmember import ZstdMemberDecoder
 
 _READ_CHUNK = 256 * KiB
 
@@ -65,8 +64,11 @@ class MemberReader(ReadStream):
         self._done = False
         self._method = member.method
         self._zlib = zlib.decompressobj(-15) if self._method == DEFLATED else None
-        self._zstd: ZstdDecompressor | None = ZstdDecompressor() if self._method == ZSTD else None
-        self._zstd_fed = False
+        self._zstd = (
+            ZstdMemberDecoder(lambda: self._read_compressed(_READ_CHUNK), self._fail)
+            if self._method == ZSTD
+            else None
+        )
 
     # -- raw compressed input -------------------------------------------------
     def _read_compressed(self, n: int) -> bytes:
@@ -120,41 +122,17 @@ class MemberReader(ReadStream):
                     except zlib.error as e:
                         raise self._fail(f"corrupt deflate data ({e})") from None
             else:
-                data = self._zstd_step(n)
-                if data is None:
+                assert self._zstd is not None
+                step = self._zstd.step(n)
+                if step is None:
                     return self._finish()
+                data = step
             if data:
                 self._produced += len(data)
                 if self._produced > self.member.size:
                     raise self._fail(f"inflates past its declared size of {self.member.size} bytes")
                 self._crc = zlib.crc32(data, self._crc)
                 return data
-
-    def _zstd_step(self, n: int) -> bytes | None:
-        """One zstd decode step (frames may lack a content size; several frames allowed)."""
-        d = self._zstd
-        assert d is not None
-        try:
-            if d.eof:
-                rest = d.unused_data
-                if not rest:
-                    rest = self._read_compressed(_READ_CHUNK)
-                    if not rest:
-                        return None
-                d = self._zstd = ZstdDecompressor()
-                self._zstd_fed = True
-                return d.decompress(rest, n)
-            if d.needs_input:
-                chunk = self._read_compressed(_READ_CHUNK)
-                if not chunk:
-                    if self._zstd_fed:
-                        raise self._fail("zstd stream is truncated")
-                    return None  # zero compressed bytes: an empty member
-                self._zstd_fed = True
-                return d.decompress(chunk, n)
-            return d.decompress(b"", n)
-        except ZstdError as e:
-            raise self._fail(f"corrupt zstd data ({e})") from None
 
     def _finish(self) -> bytes:
         if not self._done:

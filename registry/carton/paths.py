@@ -20,7 +20,7 @@ TENSOR_REF_PREFIX = "@" + TENSOR_DIR
 MISC_REF_PREFIX = "@" + MISC_DIR
 
 
-def path_problem(path: str) -> str | None:
+def path_problem(path: object) -> str | None:
     """Why ``path`` is not a valid carton member path, or None when it is."""
     if not isinstance(path, str):
         return "path is not a string"

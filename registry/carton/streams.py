@@ -11,7 +11,10 @@ import hashlib
 import io
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -21,7 +24,18 @@ CHUNK = MiB
 """Read size when streaming blobs, members and bodies: few calls, flat memory."""
 
 
-def read_full(stream: BinaryIO, size: int) -> bytes:
+class Readable(Protocol):
+    """What the helpers below read from: a file, a ``BinaryIO`` or one of the raw
+    streams here (``MemberReader`` is one), which ``BinaryIO`` does not cover."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+ByteStream: TypeAlias = BinaryIO | io.RawIOBase
+"""A readable, closable stream of bytes: a file, or a raw stream such as those below."""
+
+
+def read_full(stream: Readable, size: int) -> bytes:
     """Read ``size`` bytes, looping over short reads; fewer only at EOF.
 
     Equal chunks matter where the chunking shows in the output (compressors, S3 parts).
@@ -40,7 +54,7 @@ def read_full(stream: BinaryIO, size: int) -> bytes:
     return b"".join(parts)
 
 
-def hash_stream(stream: BinaryIO, chunk_size: int = CHUNK) -> tuple[str, int]:
+def hash_stream(stream: Readable, chunk_size: int = CHUNK) -> tuple[str, int]:
     """Consume ``stream`` to EOF; return (sha256 hex, size)."""
     h = hashlib.sha256()
     size = 0
@@ -54,9 +68,10 @@ class ReadStream(io.RawIOBase):
     """A raw stream whose subclass implements ``read``; ``readinto`` copies what it gives
     (RawIOBase has it the other way round, which costs a copy per ``read``)."""
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.read(len(buffer))
-        memoryview(buffer).cast("B")[: len(data)] = data
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
         return len(data)
 
 
@@ -74,10 +89,11 @@ class ChecksumReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self._raw.read(len(buffer))
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self._raw.read(len(view))
         n = len(data)
-        buffer[:n] = data
+        view[:n] = data
         self._account(data)
         return n
 
@@ -106,13 +122,14 @@ class IteratorReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
         while not self._pending:
             try:
                 self._pending = next(self._chunks)
             except StopIteration:
                 return 0
-        n = min(len(buffer), len(self._pending))
-        buffer[:n] = self._pending[:n]
+        view = memoryview(buffer).cast("B")
+        n = min(len(view), len(self._pending))
+        view[:n] = self._pending[:n]
         self._pending = self._pending[n:]
         return n

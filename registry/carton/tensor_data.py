@@ -10,6 +10,7 @@ import math
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -125,11 +126,12 @@ def parse_tensor_index(raw: bytes) -> list[TensorIndexEntry]:
         if problem is not None:
             raise CartonFormatError(f"{where}: bad file: {problem}")
         out.append(TensorIndexEntry(name, dtype, tuple(shape), file, tuple(inner)))
-    for e in out:
-        for inner_name in e.inner:
+    for listed in out:
+        for inner_name in listed.inner:
             if inner_name not in names:
                 raise CartonFormatError(
-                    f"{TENSOR_INDEX} tensor {e.name!r}: inner tensor {inner_name!r} is not listed"
+                    f"{TENSOR_INDEX} tensor {listed.name!r}: "
+                    f"inner tensor {inner_name!r} is not listed"
                 )
     return out
 
@@ -223,7 +225,7 @@ def load_tensor(
     entry: TensorIndexEntry,
     read: Callable[[str], bytes],
     index: Mapping[str, TensorIndexEntry] | None = None,
-) -> np.ndarray | list:
+) -> np.ndarray | list[Any]:
     """Load one tensor; ``read(path_in_carton)`` returns a file's bytes.
 
     Nested tensors return a list of their inner tensors and need ``index``
@@ -232,7 +234,7 @@ def load_tensor(
     if entry.dtype == NESTED:
         if index is None:
             raise CartonFormatError(f"nested tensor {entry.name!r} needs the tensor index")
-        out: list = []
+        out: list[Any] = []
         for name in entry.inner:
             inner = index.get(name)
             if inner is None:

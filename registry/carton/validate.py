@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .config import CartonConfig, TensorSpec
 from .errors import CartonFormatError
 from .manifest import Manifest
-from .paths import TENSOR_INDEX
+from .paths import TENSOR_INDEX, TENSOR_REF_PREFIX
 from .tensor_data import (
     NESTED,
     NUMPY_DTYPES,
@@ -59,4 +60,35 @@ def tensor_problems(
                 decode_string_tensor(read_bytes(e.path), e.shape)
             except CartonFormatError as err:
                 problems.append(f"{e.path}: {err.message}")
+    return problems
+
+
+def self_test_tensor_problem(
+    where: str, ref: str, entry: TensorIndexEntry, spec: TensorSpec
+) -> str | None:
+    """Why tensor ``entry`` (named by ``ref``) cannot be ``spec``'s value in a self test, or
+    None. The one rule: ``inspect`` reports it, ``/v2/.../self_tests`` refuses with it."""
+    if entry.dtype != NESTED and entry.dtype != spec.dtype:
+        return f"{where}: {ref} has dtype {entry.dtype} but {spec.name!r} is declared {spec.dtype}"
+    return None
+
+
+def self_test_problems(config: CartonConfig, entries: dict[str, TensorIndexEntry]) -> list[str]:
+    """Every self test's tensors checked against the inputs and outputs they stand for
+    (refs that name no tensor are ``validate_references``' to report)."""
+    problems: list[str] = []
+    specs = (("inputs", config.inputs), ("expected_out", config.outputs))
+    for index, test in enumerate(config.self_tests):
+        for key, declared in specs:
+            refs = (test.inputs if key == "inputs" else test.expected_out) or {}
+            for spec in declared:
+                ref = refs.get(spec.name)
+                if ref is None or not ref.startswith(TENSOR_REF_PREFIX):
+                    continue
+                entry = entries.get(ref[len(TENSOR_REF_PREFIX) :])
+                if entry is None:
+                    continue
+                problem = self_test_tensor_problem(f"self_test[{index}].{key}", ref, entry, spec)
+                if problem is not None:
+                    problems.append(problem)
     return problems

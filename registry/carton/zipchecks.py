@@ -56,7 +56,7 @@ def check_end_record(fp: BinaryIO, lock: threading.Lock, limits: ArchiveLimits) 
     """Reject absurd entry counts / directory sizes before zipfile loads the directory."""
     try:
         with lock:
-            endrec = zipfile._EndRecData(fp)  # type: ignore[attr-defined]
+            endrec = zipfile._EndRecData(fp)  # type: ignore[attr-defined]  # private; none public
     except (OSError, ValueError, struct.error, EOFError):
         endrec = None
     if not endrec:

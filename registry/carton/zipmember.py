@@ -14,15 +14,13 @@ import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import BinaryIO
-
-from backports.zstd import ZstdDecompressor, ZstdError
 
 from .errors import CartonFormatError, CartonLimitExceeded
 from .paths import LINKS_NAME, MANIFEST_NAME
-from .streams import MiB, ReadStream
+from .streams import MiB, Readable, ReadStream
 from .zipchecks import MAX_SYMLINK_BYTES
 from .zipformat import DEFLATED, LOCAL_MAGIC, STORED, ZSTD
+from .zstdmember import ZstdMemberDecoder
 
 CENTRAL_MAGIC = b"PK\x01\x02"
 DESCRIPTOR_MAGIC = b"PK\x07\x08"
@@ -33,7 +31,7 @@ READ = MiB
 class ForwardInput:
     """Forward-only reads over the source with exact lengths and a known offset."""
 
-    def __init__(self, source: BinaryIO) -> None:
+    def __init__(self, source: Readable) -> None:
         self._source = source
         self._buf = b""
         self._at = 0
@@ -134,10 +132,11 @@ class StreamEntry(ReadStream):
         return True
 
     def read(self, n: int | None = -1) -> bytes:
-        assert self._reader is not None
+        reader = self._reader
+        assert reader is not None
         if n is None or n < 0:
-            return b"".join(iter(lambda: self._reader.next(READ), b""))  # type: ignore[union-attr]
-        return self._reader.next(n) if n else b""
+            return b"".join(iter(lambda: reader.next(READ), b""))
+        return reader.next(n) if n else b""
 
     def drain(self) -> None:
         while self.read(READ):
@@ -160,14 +159,22 @@ class MemberStream:
         self._capture_limit = capture_limit
         self._method = entry.method
         self._zlib = zlib.decompressobj(-15) if self._method == DEFLATED else None
-        self._zstd: ZstdDecompressor | None = ZstdDecompressor() if self._method == ZSTD else None
-        self._zstd_fed = False
         self._left = (
             entry.declared_compressed_size
             if not entry.flags & FLAG_DESCRIPTOR
             else None  # unknown: the compressed stream (or a descriptor) says where it ends
         )
         self._pending = b""  # Stored + descriptor: bytes that may begin a descriptor
+        self._zstd = (
+            ZstdMemberDecoder(
+                lambda: self._compressed(READ),
+                self._fail,
+                # Sizes follow in a descriptor: one frame, whatever follows is not ours.
+                give_back=self._give_back if self._left is None else None,
+            )
+            if self._method == ZSTD
+            else None
+        )
         self._capture: list[bytes] | None = [] if self._small_enough() else None
 
     def _small_enough(self) -> bool:
@@ -229,36 +236,13 @@ class MemberStream:
                 return d.decompress(chunk, n)
             except zlib.error as exc:
                 raise self._fail(f"corrupt deflate data ({exc})") from None
-        return self._zstd_step(n)
+        assert self._zstd is not None
+        return self._zstd.step(n)
 
-    def _zstd_step(self, n: int) -> bytes | None:
-        d = self._zstd
-        assert d is not None
-        try:
-            if d.eof:
-                rest = d.unused_data
-                if self._left is None:
-                    # Sizes follow in a descriptor: one frame, whatever follows is not ours.
-                    self._in.unread(rest)
-                    self.entry.compressed_size -= len(rest)
-                    return None
-                if not rest:
-                    rest = self._compressed(READ)
-                    if not rest:
-                        return None
-                d = self._zstd = ZstdDecompressor()
-                return d.decompress(rest, n)
-            if d.needs_input:
-                chunk = self._compressed(READ)
-                if not chunk:
-                    if self._zstd_fed:
-                        raise self._fail("zstd stream is truncated")
-                    return None  # zero compressed bytes: an empty member
-                self._zstd_fed = True
-                return d.decompress(chunk, n)
-            return d.decompress(b"", n)
-        except ZstdError as exc:
-            raise self._fail(f"corrupt zstd data ({exc})") from None
+    def _give_back(self, data: bytes) -> None:
+        """Bytes read past the member's data: the archive's, read again next."""
+        self._in.unread(data)
+        self.entry.compressed_size -= len(data)
 
     def _stored_until_descriptor(self, n: int) -> bytes | None:
         """Stored bytes up to the data descriptor that matches what was seen (module doc)."""

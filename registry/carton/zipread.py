@@ -58,6 +58,8 @@ class CartonArchive:
     manifest: Manifest
     links: dict[str, list[str]] | None
     members: dict[str, Member]
+    limits: ArchiveLimits
+    _source: _Source
 
     def __init__(self) -> None:  # use CartonArchive.open
         self._fp: BinaryIO | None = None
@@ -73,7 +75,7 @@ class CartonArchive:
     # -- opening --------------------------------------------------------------------
     @classmethod
     def open(
-        cls, file: str | os.PathLike | BinaryIO, limits: ArchiveLimits = ArchiveLimits()
+        cls, file: str | os.PathLike[str] | BinaryIO, limits: ArchiveLimits = ArchiveLimits()
     ) -> CartonArchive:
         self = cls()
         self.limits = limits
@@ -214,7 +216,9 @@ class CartonArchive:
         if len(hdr) != LOCAL_HEADER.size or hdr[:4] != LOCAL_MAGIC:
             raise CartonFormatError(f"{m.path}: bad local file header")
         fields = LOCAL_HEADER.unpack(hdr)
-        return m.header_offset + LOCAL_HEADER.size + fields[9] + fields[10]
+        name_length: int = fields[9]
+        extra_length: int = fields[10]
+        return m.header_offset + LOCAL_HEADER.size + name_length + extra_length
 
     def _read_raw_member(self, m: Member, max_bytes: int) -> bytes:
         """Bytes of ``m`` itself (a symlink's own content is its target text)."""
@@ -282,7 +286,9 @@ class CartonArchive:
     def unresolvable_paths(self) -> list[str]:
         """Missing paths whose sha256 LINKS does not list."""
         links = self.links or {}
-        return [p for p in self.missing_paths() if self.manifest.get(p).sha256 not in links]  # type: ignore[union-attr]
+        return [
+            e.path for e in self.manifest if e.path not in self.members and e.sha256 not in links
+        ]
 
     @property
     def manifest_sha256(self) -> str:

@@ -25,7 +25,6 @@ import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
 
 from backports.zstd import zipfile
 
@@ -34,7 +33,7 @@ from .limits import ArchiveLimits
 from .links import parse_links
 from .manifest import Manifest, parse_manifest
 from .paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME
-from .streams import ReadStream
+from .streams import Readable, ReadStream
 from .zipchecks import (
     MAX_SYMLINK_BYTES,
     ROOT_TOLERATED,
@@ -83,7 +82,7 @@ class ZipStream:
     push-wide ratio of unpacked to received bytes.
     """
 
-    def __init__(self, source: BinaryIO, limits: ArchiveLimits = ArchiveLimits()) -> None:
+    def __init__(self, source: Readable, limits: ArchiveLimits = ArchiveLimits()) -> None:
         self.limits = limits
         self._in = ForwardInput(source)
         self.entries: list[StreamEntry] = []

@@ -19,7 +19,7 @@ from typing import BinaryIO
 from backports.zstd import CompressionParameter, ZstdCompressor
 
 from .errors import CartonFormatError
-from .streams import CHUNK, read_full
+from .streams import CHUNK, ByteStream, read_full
 from .zipformat import DEFLATED, LOCAL_HEADER, LOCAL_MAGIC, STORED, ZSTD
 
 DEFLATE_LEVEL = 6
@@ -268,7 +268,7 @@ class _Counter:
 
 def write_zip(
     out: BinaryIO,
-    members: Iterable[tuple[str, Callable[[], BinaryIO], int]],
+    members: Iterable[tuple[str, Callable[[], ByteStream], int]],
     chunk_size: int = CHUNK,
 ) -> int:
     """Stream a zip to ``out`` (need not be seekable); returns bytes written.
@@ -307,6 +307,8 @@ def write_zip(
             + raw
         )
         crc, size, csize = 0, 0, 0
+        comp: Callable[[bytes], bytes]
+        flush: Callable[[], bytes]
         if method == DEFLATED:
             zc = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15)
             comp, flush = zc.compress, zc.flush

@@ -1,10 +1,14 @@
 """The ``carton-registry`` command line.
 
 What lives here: ``client_commands`` (``push``, ``pull``, ``hydrate`` over the
-REST API; ``inspect`` for a local file), ``catalog_commands`` (``ls``, ``info``,
-``versions``, ``tags``, ``tag``, ``untag``, ``rm``), ``account_commands``
-(``login``, ``logout``), ``server_commands`` (``serve``, ``db upgrade``),
+REST API, ``push DIR`` packing a folder; ``inspect`` for a local file), ``download_commands``
+(where ``pull`` and ``hydrate`` write, ``pull REF FILE``), ``catalog_commands`` (``ls``, ``info``,
+``versions``, ``tags``, ``tag``, ``untag``, ``rm``), ``lineage_commands`` (``diff``,
+``lineage``), ``account_commands``
+(``login``, ``logout``, ``whoami``), ``cache_commands`` (``cache ls``, ``cache prune``),
+``server_commands`` (``serve``, ``db upgrade``),
 ``operator_commands`` (``gc``, ``fsck``, ``token``, on the server's storage),
+``settings_command`` (``settings``: every ``REGISTRY_*`` setting),
 ``output`` (stderr messages, tables, progress bars, JSON); and here the parser
 built from their parts, and ``main``.
 
@@ -36,13 +40,18 @@ from registry import client as api
 from registry.carton.errors import CartonFormatError
 from registry.cli import (
     account_commands,
+    cache_commands,
     catalog_commands,
     client_commands,
+    lineage_commands,
+    namespace_commands,
     operator_commands,
     server_commands,
+    settings_command,
 )
 from registry.cli.client_commands import Connect
 from registry.cli.output import Refused, err, fail
+from registry.settings import SettingsError
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 BROKEN_PIPE = 141  # 128 + SIGPIPE
@@ -76,8 +85,12 @@ def build_parser(connect: Connect = api.RegistryClient) -> argparse.ArgumentPars
     server_commands.add_commands(sub)
     client_commands.add_commands(sub, connect)
     catalog_commands.add_commands(sub, connect)
+    lineage_commands.add_commands(sub, connect)
     account_commands.add_commands(sub, connect)
+    namespace_commands.add_commands(sub, connect)
+    cache_commands.add_commands(sub)
     operator_commands.add_commands(sub)
+    settings_command.add_commands(sub)
     return parser
 
 
@@ -111,11 +124,18 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "url", None) is None:
             args.url = api.default_url()
+        if getattr(args, "uses_registry", False):
+            try:
+                api.check_registry_url(args.url)
+            except api.ClientError as exc:  # a usage error: the command never started
+                return fail(str(exc), 2)
         _resolve_token(args)
         func: Callable[[argparse.Namespace], int] = args.func
         return int(func(args) or 0)
     except Refused as exc:
         return fail(str(exc), 2)
+    except SettingsError as exc:  # a command that reads REGISTRY_* without its own check
+        return fail(f"bad settings: {exc}", 2)
     except api.ClientError as exc:
         return fail(str(exc) + _auth_hint(args, exc.status))
     except httpx.HTTPError as exc:
@@ -141,6 +161,10 @@ def main(argv: list[str] | None = None, *, connect: Connect = api.RegistryClient
     """Run one command; its exit status (never raises SystemExit)."""
     try:
         parser = build_parser(connect)
+        if not (sys.argv[1:] if argv is None else argv):  # no command: say what there is
+            parser.print_help()
+            sys.stdout.flush()
+            return 0
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # usage errors and --help: return instead of exiting

@@ -1,4 +1,5 @@
-"""``login`` and ``logout``: the token saved per registry URL (``registry.client.credentials``).
+"""``login``, ``logout`` and ``whoami``: the token saved per registry URL
+(``registry.client.credentials``), and how the registry sees it.
 
 ``login`` checks the token with the registry (``GET /api/v1/whoami``) before saving
 it, so a typo fails now rather than at the next push. The token is never printed.
@@ -15,7 +16,7 @@ from typing import Any
 
 from registry import client as api
 from registry.cli.client_commands import Connect, add_parser
-from registry.cli.output import Refused, err
+from registry.cli.output import Refused, err, print_json
 from registry.client import credentials
 
 TOKEN_ENV = "REGISTRY_TOKEN"
@@ -35,12 +36,26 @@ def _token_to_save(args: argparse.Namespace) -> str:
     return str(token)
 
 
+def _auth_mode(connect: Connect, url: str) -> str | None:
+    """The registry's ``REGISTRY_AUTH`` mode, asked without a token (None if it will not say)."""
+    try:
+        with connect(url, None) as client:
+            return str(client.whoami().get("auth"))
+    except api.ClientError:
+        return None
+
+
 def cmd_login(args: argparse.Namespace, connect: Connect) -> int:
     token = _token_to_save(args)
     with connect(args.url, token) as client:
         try:
             identity: dict[str, Any] | None = client.whoami()
         except api.ClientError as exc:
+            if exc.status == 401 and _auth_mode(connect, args.url) == "off":
+                raise api.ClientError(
+                    f"the registry at {client.url} has auth off (REGISTRY_AUTH=off): it asks "
+                    "for no token and knows none by that value; nothing saved"
+                ) from exc
             if exc.status != 404:
                 # no status: the token's source needs no hint, it was just given
                 raise api.ClientError(
@@ -59,6 +74,26 @@ def cmd_login(args: argparse.Namespace, connect: Connect) -> int:
     return 0
 
 
+def cmd_whoami(args: argparse.Namespace, connect: Connect) -> int:
+    """How the registry sees the token this command would send: its auth mode, scopes and
+    namespaces."""
+    with connect(args.url, args.token) as client:
+        identity = client.whoami()
+    scopes = [str(s) for s in identity.get("scopes", [])]
+    if args.json:
+        print_json({"url": args.url, **identity, "token_source": args.token_source})
+        return 0
+    print(f"registry  {args.url} (auth {identity.get('auth')})")
+    if args.token:
+        print(f"token     from {args.token_source}")
+        print(f"scopes    {', '.join(scopes) or 'none'}")
+        spaces = identity.get("namespaces")
+        print(f"namespaces {', '.join(spaces) if spaces else 'every namespace (global token)'}")
+    else:
+        print("token     none: anonymous")
+    return 0
+
+
 def cmd_logout(args: argparse.Namespace) -> int:
     if credentials.forget_token(args.url):
         print(f"logged out of {args.url}: token removed from {credentials.credentials_path()}")
@@ -70,7 +105,7 @@ def cmd_logout(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any, connect: Connect) -> None:
-    """Add login and logout to the subcommands."""
+    """Add login, logout and whoami to the subcommands."""
     where = (
         "Tokens are saved per registry URL in carton-registry/credentials.json under the "
         "platform's config folder ($XDG_CONFIG_HOME, ~/.config, or ~/Library/Application "
@@ -88,6 +123,17 @@ def add_commands(sub: Any, connect: Connect) -> None:
     )
     p.add_argument("--token-stdin", action="store_true", help="read the token from standard input")
     p.set_defaults(func=partial(cmd_login, connect=connect))
+
+    p = add_parser(
+        sub,
+        "whoami",
+        "the registry's auth mode and the scopes of the token commands send",
+        description="Ask the registry (GET /api/v1/whoami) how it sees the token commands "
+        "send: its auth mode (off, write, all) and the token's scopes, and where the token "
+        "came from (--token, $REGISTRY_TOKEN or `login`). " + where,
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    p.set_defaults(func=partial(cmd_whoami, connect=connect))
 
     p = add_parser(
         sub,

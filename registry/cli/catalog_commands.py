@@ -27,7 +27,10 @@ def _short(text: str | None, width: int = DESCRIPTION_WIDTH) -> str:
 
 def cmd_ls(args: argparse.Namespace, connect: Connect) -> int:
     with connect(args.url, args.token) as client:
-        models = list(client.list_models(args.q))
+        if args.namespace:  # "acme/" or "acme": one namespace's models
+            models = list(client.list_models(args.q, namespace=args.namespace.rstrip("/")))
+        else:
+            models = list(client.list_models(args.q))
     if args.json:
         print_json(models)
         return 0
@@ -153,7 +156,9 @@ def _print_versions(model: dict[str, Any], current: str | None = None) -> None:
 
 def cmd_versions(args: argparse.Namespace, connect: Connect) -> int:
     with connect(args.url, args.token) as client:
-        model = client.get_model(args.name)
+        model = api.get_model(client, args.name)
+    if not model.get("versions"):  # as `info NAME` and `pull NAME` say it
+        raise api.ClientError(f"model {args.name!r} has no versions (all were removed)", 404)
     if args.json:
         print_json(model.get("versions", []), ensure_ascii=False)
     else:
@@ -163,7 +168,7 @@ def cmd_versions(args: argparse.Namespace, connect: Connect) -> int:
 
 def cmd_tags(args: argparse.Namespace, connect: Connect) -> int:
     with connect(args.url, args.token) as client:
-        model = client.get_model(args.name)
+        model = api.get_model(client, args.name)
     tags = model.get("tags", {})
     if args.json:
         print_json(tags, ensure_ascii=False)
@@ -183,7 +188,7 @@ def _model_of(client: api.RegistryClient, sha: str, name: str | None) -> str:
     """The model a tag goes on: the reference's, else the one model the carton is in."""
     if name is not None:
         return name
-    names = sorted({v["model_name"] for v in client.get_carton(sha).get("versions", [])})
+    names: list[str] = sorted({v["model_name"] for v in client.get_carton(sha).get("versions", [])})
     if len(names) == 1:
         return names[0]
     if not names:
@@ -211,11 +216,12 @@ def _model_tag(ref: str) -> tuple[str, str]:
     return name, tag
 
 
-def _model_version(ref: str) -> tuple[str, int]:
-    """Only an explicit version: ``rm`` never guesses which one a name or tag meant."""
-    name, version, _ = api.parse_ref(ref)
-    if name is None or version is None:
-        raise Refused(f"expected NAME:VERSION, got {ref!r}")
+def _rm_target(ref: str) -> tuple[str, int | None]:
+    """``(name, version)``, or ``(name, None)`` for a whole model: ``rm`` never guesses which
+    version a tag meant."""
+    name, version, tag = api.parse_ref(ref)
+    if name is None or tag is not None:
+        raise Refused(f"expected NAME:VERSION or NAME, got {ref!r}")
     return name, version
 
 
@@ -229,9 +235,24 @@ def cmd_untag(args: argparse.Namespace, connect: Connect) -> int:
 
 
 def cmd_rm(args: argparse.Namespace, connect: Connect) -> int:
-    targets = [_model_version(ref) for ref in args.refs]
+    targets = [_rm_target(ref) for ref in args.refs]
+    whole = [name for name, version in targets if version is None]
+    if whole and not args.yes:
+        raise Refused(
+            f"`rm {whole[0]}` removes every version of {whole[0]!r}; "
+            "add --yes to mean it, or name one version as NAME:VERSION"
+        )
     with connect(args.url, args.token) as client:
         for name, version in targets:
+            if version is None:
+                api.get_model(client, name)  # a typo'd name: the nearest names, not a bare 404
+                gone = client.delete_model(name)
+                print(
+                    f"removed model {name} ({gone.get('versions')} version(s), "
+                    f"{gone.get('cartons_deleted')} carton(s) no other model uses); "
+                    "their blobs go at the next gc unless other cartons use them"
+                )
+                continue
             gone = client.delete_version(name, version)
             fate = (
                 "the carton went with it; blobs no other carton uses go at the next gc"
@@ -250,7 +271,14 @@ def add_commands(sub: Any, connect: Connect) -> None:
         sub,
         "ls",
         "list models: latest version, runner, size, last push",
-        epilog="examples:\n  carton-registry ls\n  carton-registry ls -q resnet --json",
+        epilog="examples:\n  carton-registry ls\n  carton-registry ls acme/\n"
+        "  carton-registry ls -q resnet --json",
+    )
+    p.add_argument(
+        "namespace",
+        metavar="NAMESPACE/",
+        nargs="?",
+        help="only the models of this namespace (e.g. acme/)",
     )
     p.add_argument(
         "-q", "--q", dest="q", metavar="TEXT", help="only models whose name or text has TEXT"
@@ -314,13 +342,18 @@ def add_commands(sub: Any, connect: Connect) -> None:
     p = add_parser(
         sub,
         "rm",
-        "remove model versions",
+        "remove model versions, or a whole model",
         description=(
             "Remove versions at once (their URLs answer 404; version numbers are never "
-            "reused). A carton no version uses any more goes too; its blobs are deleted by "
-            "the next `gc` unless other cartons use them. Needs a token with the delete scope."
+            "reused); a bare NAME removes every version of the model (with --yes). A carton "
+            "no version uses any more goes too; its blobs are deleted by the next `gc` "
+            "unless other cartons use them. Needs a token with the delete scope."
         ),
-        epilog="example:\n  carton-registry rm resnet:2 resnet:3",
+        epilog="examples:\n  carton-registry rm resnet:2 resnet:3\n"
+        "  carton-registry rm resnet --yes",
     )
-    p.add_argument("refs", metavar="NAME:VERSION", nargs="+", help="the versions to remove")
+    p.add_argument(
+        "refs", metavar="NAME:VERSION|NAME", nargs="+", help="the versions (or models) to remove"
+    )
+    p.add_argument("--yes", action="store_true", help="confirm removing a whole model")
     p.set_defaults(func=partial(cmd_rm, connect=connect))

@@ -9,6 +9,7 @@ registry command shares (``Connect``, ``--url``/``--token``, what a REF is) is h
 from __future__ import annotations
 
 import argparse
+import tempfile
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -41,27 +42,46 @@ def _push_detail(tally: api.Tally) -> Callable[[], str]:
     return lambda: f"sent {human_bytes(tally.moved)}, {human_bytes(tally.reused)} already there"
 
 
-def _cache_detail(tally: api.Tally) -> Callable[[], str]:
+def cache_detail(tally: api.Tally) -> Callable[[], str]:
     return lambda: f"received {human_bytes(tally.moved)}, {human_bytes(tally.reused)} cached"
 
 
-def _chunk_cache(args: argparse.Namespace) -> api.ChunkCache | None:
+def chunk_cache(args: argparse.Namespace) -> api.ChunkCache | None:
     return None if args.no_cache else api.ChunkCache.default()
 
 
-def _print_cache_summary(tally: api.Tally) -> None:
+def cache_summary(tally: api.Tally) -> str:
     """How much of the files came over the network, and how much from the local cache."""
     total = tally.moved + tally.reused
-    print(
+    if total == 0:
+        return "nothing to fetch: every file was inside the zip"
+    return (
         f"received {human_bytes(tally.moved)} of {human_bytes(total)}; "
         f"{human_bytes(tally.reused)} from the local cache"
     )
 
 
 def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
-    path = Path(args.file)
-    if not path.is_file():
-        return fail(f"{path}: no such file")
+    source = Path(args.file)
+    if source.is_dir():  # a folder holding carton.toml: packed first, then pushed
+        from registry.carton.pack import pack_folder
+
+        with tempfile.TemporaryDirectory(prefix="carton-registry-pack-") as tmp:
+            packed = Path(tmp) / f"{source.resolve().name or 'folder'}.carton"
+            try:
+                with packed.open("wb") as f:
+                    manifest = pack_folder(source, f)
+            except CartonFormatError as exc:
+                raise api.ClientError(f"{source}: {exc.message}") from exc
+            size = human_bytes(packed.stat().st_size)
+            err(f"packed {source} ({len(manifest.entries)} files, {size})")
+            return _push_file(args, connect, packed)
+    if not source.is_file():
+        return fail(f"{source}: no such file or folder")
+    return _push_file(args, connect, source)
+
+
+def _push_file(args: argparse.Namespace, connect: Connect, path: Path) -> int:
     tally = api.Tally()
     with (
         connect(args.url, args.token) as client,
@@ -82,6 +102,7 @@ def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
                 path,
                 model=args.model,
                 tag=args.tag,
+                namespace=args.namespace,
                 full=args.full,
                 verified=None if args.no_cache else api.VerifiedCartons.default(),
                 tally=tally,
@@ -101,10 +122,12 @@ def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
     # Blobs uploaded before the POST are new to the registry, though the POST found them stored.
     total = int(r.get("bytes_total") or 0)
     new = min(total, int(r.get("bytes_new") or 0) + outcome.uploaded_bytes)
+    stored = int(r.get("bytes_stored") or 0) + (0 if outcome.full else tally.stored)
     print(f"pushed {label}" + ("" if new else " (nothing new)"))
     print(
         f"files: {r.get('files')}, {human_bytes(total)} in all: "
-        f"{human_bytes(new)} new, {human_bytes(total - new)} deduplicated"
+        f"{human_bytes(new)} in new files, {human_bytes(total - new)} deduplicated as files; "
+        f"{human_bytes(stored)} stored after chunk dedup"
     )
     if outcome.full:
         print(f"sent the whole file ({human_bytes(path.stat().st_size)})")
@@ -124,59 +147,6 @@ def cmd_push(args: argparse.Namespace, connect: Connect) -> int:
             f"{human_bytes(max(0, total - tally.moved))} already in the registry"
         )
     print(outcome.manifest_sha256)
-    return 0
-
-
-def cmd_pull(args: argparse.Namespace, connect: Connect) -> int:
-    keep_freed_memory()
-    with connect(args.url, args.token) as client:
-        sha, _ = api.resolve(client, args.ref)
-        if args.output:
-            output = Path(args.output)
-        else:  # the name a browser saves the web page's download as
-            output = Path(client.carton_filename(sha, full=args.full))
-        cache = _chunk_cache(args) if args.full else None
-        tally = api.Tally()
-        detail = _cache_detail(tally) if cache is not None else None
-        with transfer_progress(f"pull {output.name}", detail=detail) as bar:
-            written = api.pull_carton(
-                client,
-                sha,
-                output,
-                full=args.full,
-                cache=cache,
-                tally=tally,
-                on_start=bar.set_total,
-                progress=bar.advance,
-            )
-    form = "full" if args.full else "slim"
-    print(f"wrote {output} ({form}, {human_bytes(written)}), manifest {sha}")
-    if cache is not None:
-        _print_cache_summary(tally)
-    print(sha)
-    return 0
-
-
-def cmd_hydrate(args: argparse.Namespace) -> int:
-    keep_freed_memory()
-    cache = _chunk_cache(args)
-    tally = api.Tally()
-    detail = _cache_detail(tally) if cache is not None else None
-    with transfer_progress(f"hydrate {Path(args.slim).name}", detail=detail) as bar:
-        sha = api.hydrate_carton(
-            args.slim,
-            args.output,
-            token=args.token,
-            registry_url=args.url,
-            cache=cache,
-            tally=tally,
-            on_fetch=lambda path, url: err(f"fetched {path} from {url}"),
-            progress=bar.advance,
-        )
-    print(f"wrote {args.output}, manifest {sha}")
-    if cache is not None:
-        _print_cache_summary(tally)
-    print(sha)
     return 0
 
 
@@ -213,6 +183,14 @@ CACHE_NOTE = (
 )
 
 
+def add_force(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing output file that holds something else (else it is kept)",
+    )
+
+
 def add_no_cache(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--no-cache", action="store_true", help=what)
 
@@ -233,6 +211,8 @@ def add_parser(sub: Any, name: str, summary: str, **kwargs: Any) -> argparse.Arg
 
 def add_commands(sub: Any, connect: Connect) -> None:
     """Add push, pull, hydrate and inspect to the ``carton-registry`` subcommands."""
+    from registry.cli import download_commands as downloads  # it imports this module
+
     p = add_parser(
         sub,
         "push",
@@ -245,12 +225,23 @@ def add_commands(sub: Any, connect: Connect) -> None:
             "verified by an earlier push, unchanged since, is not read again). Prints the "
             "manifest hash on the last line."
         ),
-        epilog="example:\n  carton-registry push model.carton --tag prod",
+        epilog="examples:\n  carton-registry push model.carton --tag prod\n"
+        "  carton-registry push ./my-model/",
     )
-    p.add_argument("file", metavar="FILE", help="the .carton file")
+    p.add_argument(
+        "file",
+        metavar="FILE|DIR",
+        help="the .carton file, or a folder holding carton.toml (packed into a deterministic "
+        "carton first: the same folder always makes the same manifest)",
+    )
     p.add_argument("--tag", help="point this tag of the model at the pushed version (e.g. prod)")
     p.add_argument(
         "--model", metavar="NAME", help="model name, for a carton whose carton.toml has none"
+    )
+    p.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="push the model into namespace NS (model 'bert' becomes 'NS/bert')",
     )
     p.add_argument(
         "--full",
@@ -271,18 +262,28 @@ def add_commands(sub: Any, connect: Connect) -> None:
             "download is verified and appears only when complete. " + CACHE_NOTE
         ),
         epilog="examples:\n  carton-registry pull resnet@prod\n"
+        "  carton-registry pull resnet:v3 model/config.json -o -\n"
         "  carton-registry pull resnet:3 --full -o resnet.carton",
     )
     p.add_argument("ref", metavar="REF", help=REF_HELP)
     p.add_argument(
+        "file",
+        metavar="FILE",
+        nargs="?",
+        help="one file of the carton (its MANIFEST path, e.g. model/weights.bin) instead of "
+        "the carton; written under its base name",
+    )
+    p.add_argument(
         "-o",
         "--output",
         metavar="FILE",
-        help="where to write it (default: the web download's name, NAME-HASH12[-full].carton)",
+        help="where to write it: a file, a folder (the default name in it), or - for stdout "
+        "(default: the web download's name, NAME-HASH12[-full].carton)",
     )
+    add_force(p)
     p.add_argument("--full", action="store_true", help="every file inline (no LINKS)")
     add_no_cache(p, "with --full, download the registry's full carton as is, no chunk cache")
-    p.set_defaults(func=partial(cmd_pull, connect=connect))
+    p.set_defaults(func=partial(downloads.cmd_pull, connect=connect))
 
     p = add_parser(
         sub,
@@ -296,17 +297,25 @@ def add_commands(sub: Any, connect: Connect) -> None:
         epilog="example:\n  carton-registry hydrate resnet-3f2a9c1d4e5b.carton -o full.carton",
     )
     p.add_argument("slim", metavar="SLIM", help="the slim .carton file")
-    p.add_argument("-o", "--output", metavar="FULL", required=True, help="the full carton to write")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FULL",
+        help="the full carton to write: a file, a folder, or - for stdout "
+        "(default: SLIM's name with -full, e.g. NAME-HASH12-full.carton)",
+    )
+    add_force(p)
     add_no_cache(p, "fetch every linked file whole, no chunk cache")
-    p.set_defaults(func=cmd_hydrate)
+    p.set_defaults(func=downloads.cmd_hydrate)
 
     p = sub.add_parser(
         "inspect",
         help="validate a local carton and describe it (JSON; needs no registry)",
         description=(
             "Validate a local carton and print what it holds as JSON (manifest_sha256, "
-            "model_name, runner, inputs, outputs, files, problems). Never fetches LINKS. "
-            "Exit status 1 when it has problems."
+            "model_name, runner, inputs, outputs, files, problems, warnings). Never fetches "
+            "LINKS. Exit status 1 when it has problems; warnings (a self test the /v2 routes "
+            "cannot send, by the rule they refuse it with) do not fail it."
         ),
     )
     p.add_argument("file", metavar="FILE", help="the .carton file")

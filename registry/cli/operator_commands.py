@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from registry.cli.output import Refused, err, fail, human_bytes, print_json, print_table
 from registry.errors import RegistryError, StorageNotReady
-from registry.settings import Settings, parse_duration, redact_url
+from registry.settings import Settings, parse_duration, parse_share, redact_url
 
 if TYPE_CHECKING:
     from registry.services.context import RegistryContext
@@ -35,6 +35,13 @@ STORAGE_HELP = (
 def _duration(text: str) -> float:
     try:
         return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _share(text: str) -> float:
+    try:
+        return parse_share(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
@@ -76,12 +83,13 @@ def _timestamp(value: datetime | None) -> str:
 
 def cmd_gc(args: argparse.Namespace) -> int:
     from registry.blobstore.errors import BlobStoreError
-    from registry.services.gc import GcBusy, collect_garbage
+    from registry.errors import GcBusy
+    from registry.services.gc import collect_garbage
 
     with _open_registry() as ctx:
         grace = args.grace if args.grace is not None else ctx.settings.gc_grace
         try:
-            report = collect_garbage(ctx, grace, dry_run=args.dry_run)
+            report = collect_garbage(ctx, grace, dry_run=args.dry_run, max_unused=args.max_unused)
         except GcBusy as exc:
             return fail(exc.message, 75)
         except (RegistryError, BlobStoreError) as exc:
@@ -125,6 +133,17 @@ def cmd_fsck(args: argparse.Namespace) -> int:
         print(f"corrupt blob {sha}")
     for sha in report.orphans:
         print(f"orphan blob {sha} (unreferenced; collected by gc after its grace period)")
+    for sha in report.orphan_files:
+        print(f"orphan chunked file {sha} (unreferenced; collected by gc after its grace period)")
+    for chunk in report.corrupt_chunks:
+        print(f"corrupt chunk {chunk['idx']} of pack {chunk['pack']} (BLAKE3 {chunk['hash']})")
+    for name in report.packs_missing:
+        print(f"missing pack {name}")
+    if report.unused_packs_lost or report.unused_chunks_corrupt:
+        print(
+            f"{len(report.unused_packs_lost)} lost packs and {report.unused_chunks_corrupt} "
+            "corrupt chunks no file uses any more (healed; gc drops them)"
+        )
     for manifest in report.affected_cartons:
         print(f"affected carton {manifest} (its versions are now UNAVAILABLE)")
     hashed = (
@@ -135,7 +154,8 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     print(
         f"fsck: {'ok' if report.ok else 'PROBLEMS FOUND'}: {report.blobs_checked} blobs checked"
         f"{hashed}; {len(report.missing)} missing, {len(report.wrong_size)} wrong size, "
-        f"{len(report.corrupt)} corrupt, {len(report.orphans)} orphans, "
+        f"{len(report.corrupt)} corrupt, {len(report.orphans) + len(report.orphan_files)} "
+        "orphans, "
         f"{len(report.affected_cartons)} cartons affected"
     )
     return 0 if report.ok else 1
@@ -146,17 +166,24 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 
     with _open_registry() as ctx:
         try:
-            token, info = create_token(ctx, args.name, args.scope)
+            token, info = create_token(ctx, args.name, args.scope, args.namespace or ())
         except RegistryError as exc:
             return fail(exc.message)
     if args.json:
         print_json(
-            {"token": token, "name": info.name, "scopes": list(info.scopes), "id": info.id},
+            {
+                "token": token,
+                "name": info.name,
+                "scopes": list(info.scopes),
+                "namespaces": list(info.namespaces) or None,
+                "id": info.id,
+            },
             indent=None,
         )
         return 0
+    where = f" in namespace(s) {', '.join(info.namespaces)}" if info.namespaces else ""
     err(
-        f"created token {info.id} {info.name!r} with scopes {', '.join(info.scopes)}; "
+        f"created token {info.id} {info.name!r} with scopes {', '.join(info.scopes)}{where}; "
         "it is shown once, store it now:"
     )
     print(token)
@@ -224,6 +251,15 @@ def add_commands(subparsers: Any) -> None:
         help="keep unreferenced blobs younger than this (0s, 90s, 30m, 1h, 7d; "
         "default: $REGISTRY_GC_GRACE or 1h)",
     )
+    gc.add_argument(
+        "--max-unused",
+        type=_share,
+        default=None,
+        metavar="SHARE",
+        help="rewrite packs holding dead chunks until at most this share of the live bytes "
+        "(plus 1 MiB) stays dead, like restic's prune --max-unused (2%% or 0.02; "
+        "default: $REGISTRY_GC_MAX_UNUSED or 2%%)",
+    )
     gc.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
     gc.add_argument("--json", action="store_true", help="print the report as JSON")
     gc.add_argument("-v", "--verbose", action="store_true", help="list every deleted blob")
@@ -273,6 +309,12 @@ def add_commands(subparsers: Any) -> None:
         help="what it may do: pull ⊂ push ⊂ delete ⊂ admin",
     )
     create.add_argument("--name", default=None, help="a unique name (default: <scope>-<id>)")
+    create.add_argument(
+        "--namespace",
+        action="append",
+        metavar="NS",
+        help="act only inside namespace NS (repeat for several); without it the token is global",
+    )
     create.add_argument(
         "--json", action="store_true", help="print {token, name, scopes, id} as JSON"
     )

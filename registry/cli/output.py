@@ -88,11 +88,65 @@ class _NoBar:
         pass
 
 
+# Widths on one 80-column line: label 20, bar 12, "123 MiB/1.50 GiB" 17, "12.3 MiB/s" 10,
+# time left 7, five gaps: 71; what detail there is gets the rest (more on a wider terminal).
+DESCRIPTION_WIDTH = 20
+BAR_WIDTH = 12
+
+
+def build_progress(description: str, detail: Callable[[], str] | None, console: Any) -> Any:
+    """The rich ``Progress`` of a transfer, on one line of at most the console's width (80
+    columns fit): a short label, a short bar, bytes done/total and speed in the same binary
+    units (KiB, MiB, GiB) as every other size the CLI prints, the time left; ``detail``
+    (e.g. bytes sent vs. already known) only where it still fits."""
+    from rich.progress import BarColumn, Progress, ProgressColumn, Task, TimeRemainingColumn
+    from rich.table import Column
+    from rich.text import Text
+
+    class Label(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(task.description, no_wrap=True, overflow="ellipsis")
+
+    class Done(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            done = human_bytes(int(task.completed))
+            total = "?" if task.total is None else human_bytes(int(task.total))
+            return Text(f"{done}/{total}", style="progress.download")
+
+    class Speed(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text("" if speed is None else f"{human_bytes(int(speed))}/s")
+
+    class Detail(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            text = detail() if detail is not None else ""
+            return Text(text, style="progress.download", no_wrap=True, overflow="ellipsis")
+
+    def fixed(width: int) -> Column:
+        return Column(width=width, no_wrap=True, overflow="ellipsis")
+
+    widths = DESCRIPTION_WIDTH + BAR_WIDTH + 17 + 10 + 7 + 5  # five one-space gaps
+    tail = fixed(max(1, console.width - widths - 1))  # the rest of the line
+    return Progress(
+        Label(table_column=fixed(DESCRIPTION_WIDTH)),
+        BarColumn(bar_width=BAR_WIDTH, table_column=fixed(BAR_WIDTH)),
+        Done(table_column=fixed(17)),
+        Speed(table_column=fixed(10)),
+        TimeRemainingColumn(table_column=fixed(7)),
+        *([Detail(table_column=tail)] if detail is not None else []),
+        console=console,
+        refresh_per_second=4,
+        transient=False,
+        expand=False,
+    )
+
+
 @contextmanager
 def transfer_progress(
     description: str, total: int | None = None, detail: Callable[[], str] | None = None
 ) -> Iterator[Any]:
-    """A rich progress bar on stderr (hidden when stderr is not a terminal).
+    """A rich progress bar on stderr (hidden when stderr is not a terminal), one line wide.
 
     Yields an object with ``advance(n)`` and ``set_total(n)``. ``detail`` is shown
     after the bar, read again at every refresh (e.g. bytes sent vs. already known).
@@ -101,32 +155,8 @@ def transfer_progress(
         yield _NoBar()  # re-push is mostly start-up time)
         return
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        ProgressColumn,
-        Task,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-    from rich.text import Text
 
-    class DetailColumn(ProgressColumn):
-        def render(self, task: Task) -> Text:
-            return Text(detail() if detail is not None else "", style="progress.download")
-
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        *([DetailColumn()] if detail is not None else []),
-        console=Console(stderr=True),
-        transient=False,
-    )
+    progress = build_progress(description, detail, Console(stderr=True))
 
     class Bar:
         def __init__(self) -> None:

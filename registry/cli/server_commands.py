@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import errno
 import importlib.util
 import ipaddress
 import logging
@@ -30,6 +31,7 @@ import logging.handlers
 import os
 import queue
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -105,7 +107,10 @@ def worker_app() -> Any:
     if os.environ.get(SERVER_ENV) == "granian":  # uvicorn applies them itself
         from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-        return ProxyHeadersMiddleware(app, trusted_hosts="127.0.0.1")
+        return ProxyHeadersMiddleware(
+            app,  # type: ignore[arg-type]  # Litestar types ASGI its own way, uvicorn too
+            trusted_hosts="127.0.0.1",
+        )
     return app
 
 
@@ -183,13 +188,45 @@ def _run_granian(args: argparse.Namespace) -> None:
     ).serve()
 
 
+def _bind_error(host: str, port: int) -> OSError | None:
+    """Why ``host:port`` cannot be listened on, tried as uvicorn and Granian bind
+    (SO_REUSEADDR); None when it can."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:  # socket.gaierror too
+        return exc
+    return None
+
+
+def banner(args: argparse.Namespace, settings: Settings) -> str:
+    """What ``serve`` says before it starts: where it listens and what it serves from.
+
+    The data folder is absolute: a server started from another directory would otherwise
+    make (and serve) a new, empty ``./data`` without a word.
+    """
+    data_dir = settings.data_dir.resolve()
+    new = "" if data_dir.exists() else " (new: nothing is stored there yet)"
+    return (
+        f"carton registry on http://{args.host}:{args.port} (public URL {settings.public_url}), "
+        f"{args.workers} {args.server} worker(s)\n"
+        f"  database     {redact_url(settings.database_url)}\n"
+        f"  blob store   {redact_url(settings.blob_store)}\n"
+        f"  data folder  {data_dir}{new}"
+    )
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     overrides: dict[str, object] = {}
     if not os.environ.get("REGISTRY_PUBLIC_URL"):
         host = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
         overrides["public_url"] = f"http://{host}:{args.port}"
     try:
-        settings = Settings.from_env(**overrides)
+        settings = Settings.from_env(None, **overrides)
     except ValueError as exc:
         return fail(f"bad settings: {exc}", 2)
     if args.workers < 1:
@@ -203,6 +240,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "or set REGISTRY_ALLOW_INSECURE_BIND=true if this network is trusted.",
             2,
         )
+    problem = _bind_error(args.host, args.port)
+    if problem is not None:
+        why = (
+            "is in use (is a registry already running?)"
+            if problem.errno == errno.EADDRINUSE
+            else f"cannot be listened on ({problem.strerror or problem})"
+        )
+        return fail(f"{args.host}:{args.port} {why}: choose another with --port", 2)
+    err(banner(args, settings))
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        _serve(args, settings)
+    except SQLAlchemyError as exc:  # migrating, or opening the registry, before serving
+        cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        return fail(f"cannot open database {redact_url(settings.database_url)}: {cause}")
+    return 0
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> None:
     in_process = args.server == "uvicorn" and args.workers == 1
     worker_env: dict[str, str] = {}
     if not in_process:
@@ -219,16 +276,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             worker_env["REGISTRY_MIGRATE_ON_START"] = "false"
         if args.workers > 1:
             worker_env[MULTIPROC_ENV] = _multiproc_dir()
-    err(
-        f"carton registry on http://{args.host}:{args.port} (public URL {settings.public_url}), "
-        f"{args.workers} {args.server} worker(s)"
-    )
     with _environment(worker_env):
         if args.server == "granian":
             _run_granian(args)
         else:
             _run_uvicorn(args, settings)
-    return 0
 
 
 def _migrate(settings: Settings) -> None:
@@ -264,7 +316,8 @@ def add_commands(sub: Any) -> None:
     """Add ``serve`` and ``db`` to the ``carton-registry`` subcommands."""
     storage = (
         "Storage: REGISTRY_DATABASE_URL and REGISTRY_BLOB_STORE, by default registry.db and "
-        "blobs/ under REGISTRY_DATA_DIR (./data). The README lists every REGISTRY_* setting."
+        "blobs/ under REGISTRY_DATA_DIR (./data). `carton-registry settings` lists every "
+        "REGISTRY_* setting, its value here and what it does."
     )
     p = sub.add_parser(
         "serve",

@@ -8,10 +8,11 @@ sent as the chunks the registry lacks), ``pull`` (download and verify),
 ``hydrate`` (slim to full, fetching LINKS from any host), ``blobfetch`` (one
 file, from the chunks the local cache lacks), ``cache`` (the local chunk cache and
 the cartons already verified), ``files`` (client read limits, atomic output),
-``credentials`` (the tokens ``login`` saves, one per registry URL).
+``credentials`` (the tokens ``login`` saves, one per registry URL), ``lineage``
+(diffs of two cartons, a carton's lineage).
 
 It may import ``registry.carton``, httpx, the ``DEFAULT_PORT`` of
-``registry.settings`` (a leaf module) and ``registry.blobstore.chunking`` (pure:
+``registry.settings`` (a leaf module) and ``registry.chunking`` (pure:
 the client cuts files exactly as the registry does); never ``services/``,
 ``http/`` or ``cli/``, so pushing or pulling loads no database driver or web
 framework. The CLI (``registry.cli``) is a thin layer over it; scripts can use it
@@ -23,26 +24,24 @@ directly::
                     cache=ChunkCache.default())
 """
 
-from registry.client.cache import MAX_BYTES_ENV, ChunkCache, VerifiedCartons
+from registry.client.cache import CACHE_WHERE, MAX_BYTES_ENV, ChunkCache, VerifiedCartons
+from registry.client.files import CLIENT_LIMITS, OutputExists
 from registry.client.hydrate import fetch_verified, hydrate_carton
+from registry.client.lineage import get_diff, get_lineage
 from registry.client.pull import pull_carton, verify_manifest
 from registry.client.push import PushOutcome, PushPlan, plan_push, push_carton, slim_zip
-from registry.client.references import parse_ref, resolve
-from registry.client.transport import (
-    DEFAULT_URL,
-    ClientError,
-    Progress,
-    RegistryClient,
-    Tally,
-    check_registry_url,
-    default_url,
-)
+from registry.client.references import get_model, parse_ref, resolve
+from registry.client.transport import ClientError, Progress, RegistryClient, Tally
+from registry.client.urls import DEFAULT_URL, check_registry_url, default_url
 
 __all__ = [
+    "CACHE_WHERE",
+    "CLIENT_LIMITS",
     "DEFAULT_URL",
     "MAX_BYTES_ENV",
     "ChunkCache",
     "ClientError",
+    "OutputExists",
     "Progress",
     "PushOutcome",
     "PushPlan",
@@ -52,6 +51,9 @@ __all__ = [
     "check_registry_url",
     "default_url",
     "fetch_verified",
+    "get_diff",
+    "get_lineage",
+    "get_model",
     "hydrate_carton",
     "parse_ref",
     "plan_push",

@@ -25,6 +25,7 @@ import httpx
 
 from registry.carton.digests import is_sha256, mismatch_message
 from registry.carton.streams import CHUNK, MiB
+from registry.chunking import chunk_hash
 from registry.client.cache import ChunkCache
 from registry.client.transport import ClientError, Progress, Tally, error_message
 
@@ -62,12 +63,14 @@ def _plan(body: Any, sha256: str) -> list[FileChunk] | None:
     for entry in body.get("chunks") or []:
         if not isinstance(entry, dict):
             return None
-        chunk = FileChunk(entry.get("hash"), entry.get("offset"), entry.get("size"))
-        sized = isinstance(chunk.size, int) and not isinstance(chunk.size, bool)
-        if not (is_sha256(chunk.name) and chunk.offset == offset and sized):
+        name, size = entry.get("hash"), entry.get("size")
+        if not (isinstance(name, str) and is_sha256(name) and entry.get("offset") == offset):
             return None
-        if not 0 < chunk.size <= RANGE_BYTES:  # what one ranged GET holds in memory
+        if not isinstance(size, int) or isinstance(size, bool):
             return None
+        if not 0 < size <= RANGE_BYTES:  # what one ranged GET holds in memory
+            return None
+        chunk = FileChunk(name, offset, size)
         chunks.append(chunk)
         offset = chunk.end
     return chunks if chunks and offset == body.get("size") else None
@@ -122,8 +125,6 @@ def fetch_range(
     body = response.content
     if len(body) != last - first + 1:
         raise ClientError(f"{blob_url}: bytes {first}-{last}: got {len(body)} bytes")
-    from registry.blobstore.chunking import chunk_hash
-
     found: list[bytes] = []
     with memoryview(body) as view:
         for chunk in chunks:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry.carton.streams import GiB, MiB
+from registry.chunking import chunk_hash
 from registry.client.transport import ClientError
 
 APP_DIR = "carton-registry"
@@ -36,6 +37,12 @@ DEFAULT_MAX_BYTES = 10 * GiB
 TRIM_EVERY_MIN = 64 * MiB
 VERIFIED_KEPT = 256
 """Cartons remembered as verified; the oldest are forgotten first."""
+
+
+CACHE_WHERE = (
+    "carton-registry/chunks in the platform's cache folder ($XDG_CACHE_HOME, else ~/.cache; "
+    "~/Library/Caches on macOS)"
+)
 
 
 def cache_dir() -> Path:
@@ -96,8 +103,6 @@ class ChunkCache:
 
     def get(self, name: str) -> bytes | None:
         """The chunk's bytes if cached and intact; a damaged copy is deleted (None)."""
-        from registry.blobstore.chunking import chunk_hash
-
         path = self._path(name)
         try:
             data = path.read_bytes()
@@ -129,10 +134,14 @@ class ChunkCache:
         if due:  # a transfer larger than the cap does not wait for its end to trim
             self.trim()
 
-    def trim(self) -> int:
-        """Delete the least recently used chunks until the cache fits; bytes freed."""
+    def usage(self) -> tuple[int, int]:
+        """(chunks, bytes) the cache holds now."""
+        entries = self._entries()
+        return len(entries), sum(size for _, size, _ in entries)
+
+    def _entries(self) -> list[tuple[float, int, str]]:
+        """(last use, size, path) of every cached chunk."""
         entries: list[tuple[float, int, str]] = []
-        total = 0
         with contextlib.suppress(FileNotFoundError):
             for shard in os.scandir(self.root):
                 if not shard.is_dir():
@@ -141,11 +150,18 @@ class ChunkCache:
                     with contextlib.suppress(OSError):
                         st = entry.stat()
                         entries.append((st.st_mtime, st.st_size, entry.path))
-                        total += st.st_size
+        return entries
+
+    def trim(self, max_bytes: int | None = None) -> int:
+        """Delete the least recently used chunks until the cache fits its cap (or
+        ``max_bytes``: 0 empties it); bytes freed."""
+        cap = self.max_bytes if max_bytes is None else max_bytes
+        entries = self._entries()
+        total = sum(size for _, size, _ in entries)
         freed = 0
         entries.sort()
         for _, size, path in entries:
-            if total - freed <= self.max_bytes:
+            if total - freed <= cap:
                 break
             with contextlib.suppress(OSError):
                 os.unlink(path)

@@ -10,26 +10,30 @@ sha256 on the client's cores would only slow the push. A Stored member is cut wh
 it lies in the mapped zip file (no copies); a compressed one as it is decompressed. Every
 ``BATCH_BYTES`` of chunks, a worker asks the registry which it lacks and uploads
 those in one request; ``UPLOAD_WORKERS`` batches are in flight at once, and at most
-twice that many are held. Once a file's chunks are all sent, it is assembled; chunks
-that GC took in between (a 400 naming ``missing_chunks``) are cut from the file again
-and sent, a few rounds at most.
+twice that many are held. A request holds at most the registry's ``max_batch_records``
+chunks, a chunk shorter than ``min_size`` (a file's last) counted as ``min_size`` bytes,
+and no more than ``max_concurrent_uploads`` uploads and assemblies are in flight at once
+(the registry's share for one client). Once a file's chunks are all sent, it is
+assembled; chunks that GC took in between (a 400 naming ``missing_chunks``) are cut from
+the file again and sent, a few rounds at most. A file the registry will not assemble
+(413: too many repeats of too few chunks, like a large all-zero file) is sent whole. When
+the chunks do not make the file's sha256, the registry says no more than that: the file
+is hashed here to say what it holds instead, as a local check would have.
 """
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO
 
 from registry.carton.digests import mismatch_message
-from registry.carton.streams import MiB, read_full
+from registry.carton.streams import MiB, Readable, read_full
+from registry.chunking import Chunker, ChunkParams, chunk_hash
 from registry.client.transport import ClientError, Progress, RegistryClient, Tally
-
-if TYPE_CHECKING:
-    from registry.blobstore.chunking import ChunkParams
 
 UPLOAD_WORKERS = 4
 BATCH_BYTES = 16 * MiB
@@ -60,11 +64,13 @@ class ChunkTerms:
     max_query: int
     max_assemble: int
     """Chunk names one assembly takes (``max_query`` from registries that predate it)."""
+    max_batch_records: int = 1 << 31
+    """Chunks one upload request holds (no limit from registries that predate it)."""
+    max_concurrent_uploads: int = UPLOAD_WORKERS
+    """Uploads and assemblies in flight at once: the registry's share for one client."""
 
     @classmethod
     def fetch(cls, client: RegistryClient) -> ChunkTerms:
-        from registry.blobstore.chunking import ChunkParams
-
         body = client.chunking()
         try:
             return cls(
@@ -73,12 +79,14 @@ class ChunkTerms:
                 int(body["max_batch_bytes"]),
                 int(body["max_query"]),
                 int(body.get("max_assemble", body["max_query"])),
+                int(body.get("max_batch_records", 1 << 31)),
+                int(body.get("max_concurrent_uploads", UPLOAD_WORKERS)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ClientError(f"the registry's chunking parameters are unusable: {exc}") from exc
 
 
-def read_pieces(reader: BinaryIO) -> Iterator[bytes]:
+def read_pieces(reader: Readable) -> Iterator[bytes]:
     """A member's bytes in ``READ_BYTES`` pieces (the reader checks its CRC at the end)."""
     while piece := read_full(reader, READ_BYTES):
         yield piece
@@ -99,8 +107,6 @@ class ChunkCutter:
 
     def _chunks_in_view(self, view: memoryview, progress: Progress | None) -> Iterator[list[Chunk]]:
         """Chunks as slices of ``view`` (no copies)."""
-        from registry.blobstore.chunking import chunk_hash
-
         batch: list[Chunk] = []
         size = 0
         for cut in self.params.fastcdc().cut_buf(view):
@@ -121,8 +127,6 @@ class ChunkCutter:
     ) -> Iterator[list[Chunk]]:
         """The chunks each piece completes, cut in a second thread while this one reads
         (decompresses) the next piece."""
-        from registry.blobstore.chunking import Chunker, chunk_hash
-
         chunker = Chunker(self.params)
 
         def cut(piece: bytes | None) -> list[Chunk]:
@@ -163,6 +167,15 @@ def records_size(chunks: list[Chunk]) -> int:
     return sum(_RECORD.size + len(data) for _, data in chunks)
 
 
+def as_pieces(source: Source) -> Iterator[bytes]:
+    """A file's bytes as pieces of about ``READ_BYTES``, whatever form it is at hand in."""
+    if isinstance(source, memoryview):
+        for at in range(0, len(source), READ_BYTES):
+            yield bytes(source[at : at + READ_BYTES])
+    else:
+        yield from source
+
+
 @dataclass(frozen=True)
 class ChunkedFile:
     """A file whose chunks have been sent (or found present): enough to assemble it."""
@@ -183,6 +196,9 @@ class ChunkUploader:
         self.terms = terms
         self.tally = tally
         self.batch_bytes = min(BATCH_BYTES, terms.max_batch_bytes)
+        # Uploads and assemblies in flight, this push's whole share of the registry's slots
+        # (``push`` sends its small files whole under it too).
+        self.slots = threading.BoundedSemaphore(max(1, terms.max_concurrent_uploads))
         self._claimed: set[str] = set()  # asked about (sent, or present) in this push
         self._claims = threading.Lock()
         self._uploads = ThreadPoolExecutor(UPLOAD_WORKERS, thread_name_prefix="chunk-upload")
@@ -206,14 +222,23 @@ class ChunkUploader:
         for done in cutter.chunks(source, progress):
             for chunk in done:
                 names.append(chunk[0])
-                if batch and size + len(chunk[1]) > self.batch_bytes:
-                    self._submit(batch)  # at most batch_bytes: one upload request, not two
+                if batch and self._full(len(batch), size, chunk):
+                    self._submit(batch)  # what one upload request takes, not two
                     batch, size = [], 0
                 batch.append(chunk)
-                size += len(chunk[1])
+                size += self._charge(chunk)
         if batch:
             self._submit(batch)
         return names
+
+    def _charge(self, chunk: Chunk) -> int:
+        """Bytes the registry counts a chunk as: a short one (a file's last) as ``min_size``."""
+        return max(len(chunk[1]), self.terms.params.min_size)
+
+    def _full(self, count: int, charged: int, chunk: Chunk) -> bool:
+        """Whether a request of ``count`` chunks charged ``charged`` bytes takes no ``chunk``."""
+        limit = self.terms.max_batch_records
+        return count >= limit or charged + self._charge(chunk) > self.batch_bytes
 
     def assemble(self, file: ChunkedFile) -> None:
         """Assemble ``file`` once every batch submitted so far has been sent."""
@@ -254,17 +279,21 @@ class ChunkUploader:
         request: list[Chunk] = []
         size = 0
         for chunk in chunks:
-            if request and size + len(chunk[1]) > self.batch_bytes:
-                self._post(request, size)
+            if request and self._full(len(request), size, chunk):
+                self._post(request)
                 request, size = [], 0
             request.append(chunk)
-            size += len(chunk[1])
+            size += self._charge(chunk)
         if request:
-            self._post(request, size)
+            self._post(request)
 
-    def _post(self, request: list[Chunk], size: int) -> None:
-        self.client.post_chunks(records(request), records_size(request))
-        self.tally.add(moved=size)
+    def _post(self, request: list[Chunk]) -> None:
+        with self.slots:
+            answer = self.client.post_chunks(records(request), records_size(request))
+        self.tally.add(
+            moved=sum(len(data) for _, data in request),
+            stored=int(answer.get("bytes_stored") or 0),
+        )
 
     # -- assembling ------------------------------------------------------------------
     def _assemble_when_sent(self, file: ChunkedFile, sent: list[Future[None]]) -> None:
@@ -273,17 +302,35 @@ class ChunkUploader:
         rounds = 0
         while True:
             try:
-                self.client.assemble_blob(file.sha256, file.size, file.names)
+                with self.slots:
+                    self.client.assemble_blob(file.sha256, file.size, file.names)
                 return
             except ClientError as exc:
-                if exc.status == 400 and exc.reassembled_sha256:  # not what MANIFEST says
-                    actual = exc.reassembled_sha256
-                    raise ClientError(mismatch_message(file.where, actual, file.sha256)) from exc
+                mismatch = exc.status == 400 and exc.sha256_mismatch
+                if mismatch:
+                    self._check_whole(file)  # not what MANIFEST says: raises, naming both
+                if mismatch or exc.status == 413:  # the registry's chunks; too many repeats
+                    self._send_whole(file)
+                    return
                 if exc.status != 400 or not exc.missing_chunks or rounds == ASSEMBLE_ROUNDS:
                     raise
                 lost = set(exc.missing_chunks)
             rounds += 1
             self._resend(file, lost)
+
+    def _check_whole(self, file: ChunkedFile) -> None:
+        """ClientError in a local check's words if ``file`` is not what MANIFEST says."""
+        h = hashlib.sha256()
+        for piece in as_pieces(file.reread()):
+            h.update(piece)
+        if h.hexdigest() != file.sha256:
+            raise ClientError(mismatch_message(file.where, h.hexdigest(), file.sha256))
+
+    def _send_whole(self, file: ChunkedFile) -> None:
+        """Upload ``file`` as one blob: the registry cuts it itself from every byte."""
+        with self.slots:
+            answer = self.client.put_blob(file.sha256, as_pieces(file.reread()), file.size)
+        self.tally.add(moved=file.size, stored=int(answer.get("bytes_stored") or 0))
 
     def _resend(self, file: ChunkedFile, lost: set[str]) -> None:
         """Cut the file again and upload the ``lost`` chunks (GC took them)."""

@@ -11,18 +11,19 @@ import hashlib
 import io
 import os
 import tempfile
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import httpx
 
+from registry.carton.canonical import ReadRange, full_layout
 from registry.carton.digests import mismatch_message
 from registry.carton.errors import CartonFormatError
-from registry.carton.manifest import MANIFEST_NAME
+from registry.carton.streams import CHUNK, ByteStream
 from registry.carton.zipread import CartonArchive
-from registry.carton.zipwrite import STORED, ZSTD, write_zip
 from registry.client.blobfetch import iter_blob
 from registry.client.cache import ChunkCache
 from registry.client.files import CLIENT_LIMITS, atomic_output
@@ -32,7 +33,7 @@ from registry.client.transport import ClientError, Progress, Tally
 class _VerifyingReader(io.RawIOBase):
     """Reads a member and checks its sha256 at the end (raises ClientError on mismatch)."""
 
-    def __init__(self, raw: BinaryIO, path: str, sha256: str) -> None:
+    def __init__(self, raw: ByteStream, path: str, sha256: str) -> None:
         super().__init__()
         self._raw, self._path, self._sha = raw, path, sha256
         self._h = hashlib.sha256()
@@ -103,31 +104,67 @@ def fetch_verified(
     raise ClientError(f"{path}: no LINKS URL gave the right bytes: " + "; ".join(failures))
 
 
-def write_full(
-    archive: CartonArchive,
-    out: BinaryIO,
-    where: str,
-    linked: Callable[[str, str], BinaryIO],
-    method: int,
-) -> None:
-    """A full carton of ``archive`` (MANIFEST, then every file, no LINKS) into ``out``.
+def _file_crc32(path: Path) -> int:
+    crc = 0
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(CHUNK), b""):
+            crc = zlib.crc32(chunk, crc)
+    return crc
 
-    Files inside the zip are checked against MANIFEST as they are copied;
-    ``linked(path, sha256)`` opens the bytes of the others (its caller verifies them).
+
+def write_full(
+    archive: CartonArchive, out: BinaryIO, where: str, linked: Mapping[str, Path]
+) -> int:
+    """The full carton of ``archive`` into ``out``, in the one byte form the registry's full
+    download has (``registry.carton.canonical``); bytes written.
+
+    Files inside the zip are checked against MANIFEST as they are copied; ``linked``
+    holds the others (by sha256), already verified, in local files.
     """
 
-    def opener(path: str, sha: str) -> Callable[[], BinaryIO]:
-        if path in archive.members:
-            name = f"{where}: {path}"
-            return lambda: _VerifyingReader(archive.open_member(path), name, sha)  # type: ignore[return-value]
-        return lambda: linked(path, sha)
+    def member(path: str, sha: str) -> ReadRange:
+        def read_range(offset: int, length: int) -> Iterator[bytes]:
+            reader = _VerifyingReader(archive.open_member(path), f"{where}: {path}", sha)
+            left = offset  # the whole file is written, so 0: a skip only for completeness
+            while left > 0 and (data := reader.read(min(CHUNK, left))):
+                left -= len(data)
+            left = length
+            while left > 0:
+                data = reader.read(min(CHUNK, left))
+                if not data:
+                    break
+                left -= len(data)
+                yield data
+            if left == 0 and offset + length == archive.member_size(path):
+                reader.read(1)  # at the end: the sha256 check
 
-    raw = archive.manifest.raw
-    members: list[tuple[str, Callable[[], BinaryIO], int]] = [
-        (MANIFEST_NAME, lambda: io.BytesIO(raw), STORED)
-    ]
-    members += [(e.path, opener(e.path, e.sha256), method) for e in archive.manifest]
-    write_zip(out, members)
+        return read_range
+
+    def local(path: Path) -> ReadRange:
+        def read_range(offset: int, length: int) -> Iterator[bytes]:
+            with path.open("rb") as f:
+                f.seek(offset)
+                left = length
+                while left > 0 and (data := f.read(min(CHUNK, left))):
+                    left -= len(data)
+                    yield data
+
+        return read_range
+
+    files: dict[str, tuple[int, int, ReadRange]] = {}
+    for e in archive.manifest:
+        if e.path in archive.members:
+            m = archive.members[e.path]
+            if m.is_symlink and m.symlink_target is not None:  # the bytes it resolves to
+                m = archive.members[m.symlink_target]
+            files[e.path] = (m.size, m.crc32, member(e.path, e.sha256))
+        else:
+            tmp = linked[e.sha256]
+            files[e.path] = (tmp.stat().st_size, _file_crc32(tmp), local(tmp))
+    layout = full_layout(archive.manifest, files)
+    for chunk in layout.iter_bytes():
+        out.write(chunk)
+    return layout.size
 
 
 def hydrate_carton(
@@ -139,21 +176,26 @@ def hydrate_carton(
     timeout: float = 300.0,
     cache: ChunkCache | None = None,
     tally: Tally | None = None,
-    on_fetch: Callable[[str, str], None] | None = None,
+    on_fetch: Callable[[str, str, Tally], None] | None = None,
     progress: Progress | None = None,
+    force: bool = True,
 ) -> str:
     """Write a full carton (every file inline, no LINKS) from a slim one; its manifest hash.
 
     Every LINKS URL of a file is tried in turn until one gives bytes hashing to
     the MANIFEST entry; files inside the zip are verified too. The output
     appears only when complete. Errors name the slim file and the file inside it.
+    ``on_fetch(path, url, got)`` follows each linked file: ``got.moved`` bytes came from
+    ``url``, ``got.reused`` from the local chunk cache.
     """
     try:
         archive = CartonArchive.open(slim, CLIENT_LIMITS)
     except CartonFormatError as exc:
         raise ClientError(f"{slim}: {exc.message}") from exc
     out_path = Path(output)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if not out_path.parent.is_dir():
+        archive.close()
+        raise FileNotFoundError(f"{out_path.parent}: no such folder (create it first)")
     http_timeout = httpx.Timeout(timeout, connect=10.0)
     try:
         with (
@@ -171,6 +213,7 @@ def hydrate_carton(
                 if not urls:
                     raise ClientError(f"{where}: not in the zip and LINKS has no URL for it")
                 tmp = Path(tmpdir) / entry.sha256
+                got = Tally()  # this file's bytes: received, and found in the local cache
                 with tmp.open("w+b") as dest:
                     url = fetch_verified(
                         http,
@@ -181,14 +224,16 @@ def hydrate_carton(
                         auth_origin=registry_url,
                         token=token,
                         cache=cache,
-                        tally=tally,
+                        tally=got,
                         progress=progress,
                     )
+                if tally is not None:
+                    tally.add(moved=got.moved, reused=got.reused)
                 if on_fetch is not None:
-                    on_fetch(entry.path, url)
+                    on_fetch(entry.path, url, got)
                 fetched[entry.sha256] = tmp
-            with atomic_output(out_path) as f:
-                write_full(archive, f, str(slim), lambda _, sha: fetched[sha].open("rb"), ZSTD)
+            with atomic_output(out_path, force=force) as f:
+                write_full(archive, f, str(slim), fetched)
             return archive.manifest_sha256
     finally:  # a failed or interrupted hydrate leaves the cache within its cap too
         if cache is not None and cache.added:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import mmap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from registry.carton.digests import mismatch_message
@@ -52,11 +52,14 @@ class LocalCarton:
     def verify(self, member: str, sha256: str, progress: Progress | None = None) -> None:
         """ClientError, naming the carton and the member, unless it hashes to ``sha256``."""
         source = self.source(member)
+        pieces: Iterable[bytes | memoryview]
         if isinstance(source, memoryview):
             view = source
-            source = (view[at : at + READ_BYTES] for at in range(0, len(view), READ_BYTES))
+            pieces = (view[at : at + READ_BYTES] for at in range(0, len(view), READ_BYTES))
+        else:
+            pieces = source
         h = hashlib.sha256()
-        for piece in source:
+        for piece in pieces:
             h.update(piece)
             if progress is not None:
                 progress(len(piece))

@@ -16,10 +16,10 @@ from typing import BinaryIO
 
 import httpx
 
+from registry.carton.canonical import full_etag
 from registry.carton.errors import CartonFormatError
-from registry.carton.streams import CHUNK, IteratorReader
+from registry.carton.streams import CHUNK
 from registry.carton.zipread import CartonArchive
-from registry.carton.zipwrite import STORED
 from registry.client.blobfetch import iter_blob
 from registry.client.cache import ChunkCache
 from registry.client.files import CLIENT_LIMITS, atomic_output
@@ -86,19 +86,29 @@ def pull_carton(
     tally: Tally | None = None,
     on_start: Callable[[int | None], None] | None = None,
     progress: Progress | None = None,
+    force: bool = True,
 ) -> int:
     """Download ``/cartons/{sha}.carton`` to ``output`` (atomically, verified); bytes written.
 
-    ``full`` with a ``cache``: built locally from the slim carton (module doc).
+    ``full`` with a ``cache``: built locally from the slim carton (module doc). Unless
+    ``force``, an existing ``output`` with other bytes is kept (``OutputExists``).
     """
     if full and cache is not None:
-        return _build_full(client, manifest_sha256, output, cache, tally, on_start, progress)
-    with atomic_output(output) as f:
+        return _build_full(client, manifest_sha256, output, cache, tally, on_start, progress, force)
+    with atomic_output(output, force=force) as f:
         written = _download(
             client, manifest_sha256, f, full=full, on_start=on_start, progress=progress
         )
         verify_manifest(f, manifest_sha256, full=full, name=str(output))
     return written
+
+
+def _full_form(client: RegistryClient, manifest_sha256: str) -> tuple[str | None, int | None]:
+    """The ETag and size of the registry's full carton (``HEAD``): what a full carton built
+    here must match, byte for byte (``registry.carton.canonical``)."""
+    response = client.request("HEAD", f"/cartons/{manifest_sha256}.carton", params={"form": "full"})
+    length = response.headers.get("content-length")
+    return response.headers.get("etag"), int(length) if length and length.isdigit() else None
 
 
 def _build_full(
@@ -109,26 +119,41 @@ def _build_full(
     tally: Tally | None,
     on_start: Callable[[int | None], None] | None,
     progress: Progress | None,
+    force: bool,
 ) -> int:
     """The full carton from the slim one and each linked file's chunks (cached or fetched)."""
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    if not output.parent.is_dir():
+        raise FileNotFoundError(f"{output.parent}: no such folder (create it first)")
+    etag, size = _full_form(client, manifest_sha256)
     try:
-        with tempfile.TemporaryFile(prefix=".pull-", dir=output.parent) as slim:
+        with (
+            tempfile.TemporaryFile(prefix=".pull-", dir=output.parent) as slim,
+            tempfile.TemporaryDirectory(prefix=".pull-", dir=output.parent) as tmpdir,
+        ):
             _download(client, manifest_sha256, slim, full=False)
             verify_manifest(slim, manifest_sha256, full=False, name=str(output))
             with CartonArchive.open(slim, CLIENT_LIMITS) as archive:
                 if on_start is not None:
                     files = client.get_carton(manifest_sha256)["files"]
                     on_start(sum(f["size"] for f in files if f["path"] not in archive.members))
-
-                def linked(_: str, sha256: str) -> BinaryIO:
-                    blob = _registry_blob(client, sha256, cache, tally, progress)
-                    return IteratorReader(blob)  # type: ignore[return-value]
-
-                with atomic_output(output) as f:
-                    write_full(archive, f, str(output), linked, STORED)
-                    written = f.tell()
+                fetched: dict[str, Path] = {}
+                for e in archive.manifest:
+                    if e.path in archive.members or e.sha256 in fetched:
+                        continue
+                    tmp = Path(tmpdir) / e.sha256
+                    with tmp.open("wb") as dest:
+                        for piece in _registry_blob(client, e.sha256, cache, tally, progress):
+                            dest.write(piece)
+                    fetched[e.sha256] = tmp
+                with atomic_output(output, force=force) as f:
+                    written = write_full(archive, f, str(output), fetched)
+                    if (etag, size) != (full_etag(manifest_sha256), written):
+                        raise ClientError(
+                            f"{output}: the registry's full carton is {size} bytes with ETag "
+                            f"{etag}; this client's would be {written} bytes in form "
+                            f"{full_etag(manifest_sha256)}: pull it with --no-cache"
+                        )
                     verify_manifest(f, manifest_sha256, full=True, name=str(output))
     finally:  # a failed or interrupted pull leaves the cache within its cap too
         if cache.added:

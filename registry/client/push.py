@@ -17,19 +17,21 @@ import io
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from registry.carton.digests import mismatch_message
 from registry.carton.errors import CartonFormatError
-from registry.carton.manifest import LINKS_NAME, MANIFEST_NAME
 from registry.carton.member import MemberReader
-from registry.carton.paths import CARTON_TOML, TENSOR_INDEX
-from registry.carton.streams import CHUNK
+from registry.carton.names import model_conflict, names_another_model
+from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
+from registry.carton.streams import CHUNK, ByteStream
+from registry.carton.zipformat import STORED
 from registry.carton.zipread import CartonArchive
-from registry.carton.zipwrite import STORED, write_zip
+from registry.carton.zipwrite import write_zip
 from registry.client.cache import VerifiedCartons
 from registry.client.chunks import ChunkedFile, ChunkTerms, ChunkUploader
 from registry.client.files import CLIENT_LIMITS
@@ -109,10 +111,10 @@ def _verified(reader: MemberReader, path: Path, member: str, sha256: str) -> Ite
 
 def slim_zip(archive: CartonArchive) -> bytes:
     """carton.toml, tensor_data/index.toml, MANIFEST (and LINKS) of a carton, as a zip."""
-    members: list[tuple[str, Callable[[], BinaryIO], int]] = []
+    members: list[tuple[str, Callable[[], ByteStream], int]] = []
     for path in (CARTON_TOML, TENSOR_INDEX):
         if path in archive.manifest and path in archive.members:
-            members.append((path, lambda p=path: archive.open_member(p), STORED))  # type: ignore[misc]
+            members.append((path, partial(archive.open_member, path), STORED))
     raw = archive.manifest.raw
     members.append((MANIFEST_NAME, lambda: io.BytesIO(raw), STORED))
     if LINKS_NAME in archive.members:
@@ -193,10 +195,12 @@ class _Sender:
                 reread = partial(self.files.source, member)
                 chunks.assemble(ChunkedFile(sha, size, names, where, reread))
             else:
-                with archive.open_member(member) as reader:
+                slot = self._chunks.slots if self._chunks is not None else nullcontext()
+                with archive.open_member(member) as reader, slot:  # one of the push's uploads
                     body = _verified(reader, path, member, sha)
-                    self.client.put_blob(sha, body, size, self.progress)
-                self.outcome.tally.add(moved=size)
+                    answer = self.client.put_blob(sha, body, size, self.progress)
+                stored = int(answer.get("bytes_stored") or 0)
+                self.outcome.tally.add(moved=size, stored=stored)
             self.outcome.uploaded_blobs += 1
             self.outcome.uploaded_bytes += size
         if self._chunks is not None:
@@ -233,13 +237,15 @@ def push_carton(
     on_plan: Callable[[PushPlan], None] | None = None,
     on_send_whole: Callable[[str], None] | None = None,
     progress: Progress | None = None,
+    namespace: str | None = None,
 ) -> PushOutcome:
     """Push a local carton, sending only the files and chunks the registry lacks (unless
-    ``full``).
+    ``full``); ``namespace`` puts its model there (``bert`` pushed as ``acme/bert``).
 
-    The whole file is sent instead (``on_send_whole`` is told why) when it cannot
-    be read locally as a carton, so that the registry's own validation gives the
-    verdict; and when GC took what this push relied on in every round of
+    A file that cannot be read as a carton, or whose carton.toml names another model
+    than ``model``, is refused before a byte is sent (ClientError; the registry would
+    refuse it with the same words, after the upload). The whole file is sent instead
+    (``on_send_whole`` is told why) when GC took what this push relied on in every round of
     recovery (a collector run with no grace period, over and over): one request
     holds everything, so nothing can go missing in between. ``verified``
     remembers cartons whose files were all checked; ``tally`` counts the file
@@ -248,47 +254,78 @@ def push_carton(
     path = Path(path)
     reason: str | None = None
     checked = verified.state(path) if verified is not None else None  # before any read
-    if not full:
+    archive = open_local_carton(path, model)
+    if full:
+        archive.close()
+    else:
         try:
-            archive = CartonArchive.open(path, CLIENT_LIMITS)
-        except CartonFormatError as exc:
-            reason = f"{path} could not be read locally ({exc.message})"
+            with archive:
+                outcome = _push_slim(
+                    client,
+                    archive,
+                    path,
+                    (model, tag, namespace),
+                    verified,
+                    tally,
+                    on_plan,
+                    progress,
+                )
+        except _Collected as exc:
+            reason = str(exc)
         else:
-            try:
-                with archive:
-                    outcome = _push_slim(
-                        client, archive, path, model, tag, verified, tally, on_plan, progress
-                    )
-            except _Collected as exc:
-                reason = str(exc)
-            else:
-                if verified is not None and checked is not None:
-                    verified.remember(path, outcome.manifest_sha256, checked)
-                return outcome
+            if verified is not None and checked is not None:
+                verified.remember(path, outcome.manifest_sha256, checked)
+            return outcome
         if on_send_whole is not None:
             on_send_whole(reason)
     size = path.stat().st_size
     with path.open("rb") as f:
         response = client.post_carton(
-            iter(lambda: f.read(CHUNK), b""), size, model=model, tag=tag, progress=progress
+            iter(lambda: f.read(CHUNK), b""),
+            size,
+            model=model,
+            tag=tag,
+            namespace=namespace,
+            progress=progress,
         )
     outcome = PushOutcome(response["manifest_sha256"], response, full=True, local_error=reason)
     outcome.tally.add(moved=size)
     return outcome
 
 
+def open_local_carton(path: Path, model: str | None = None) -> CartonArchive:
+    """The carton at ``path``, opened as the registry would read it; ClientError naming the
+    file when it is no carton, or when ``model`` contradicts its carton.toml's model_name."""
+    try:
+        archive = CartonArchive.open(path, CLIENT_LIMITS)
+    except CartonFormatError as exc:
+        raise ClientError(f"{path}: {exc.message}") from exc
+    try:
+        config = archive.config()
+    except CartonFormatError as exc:
+        archive.close()
+        raise ClientError(f"{path}: {exc.message}") from exc
+    named = config.model_name if config is not None else None
+    if named and model is not None and names_another_model(named, model):
+        archive.close()
+        raise ClientError(f"{path}: {model_conflict(named, model)}")
+    return archive
+
+
 def _push_slim(
     client: RegistryClient,
     archive: CartonArchive,
     path: Path,
-    model: str | None,
-    tag: str | None,
+    naming: tuple[str | None, str | None, str | None],
     verified: VerifiedCartons | None,
     tally: Tally | None,
     on_plan: Callable[[PushPlan], None] | None,
     progress: Progress | None,
 ) -> PushOutcome:
-    """Files the registry lacks (whole or as chunks), then the slim zip; verified locally."""
+    """Files the registry lacks (whole or as chunks), then the slim zip; verified locally.
+
+    ``naming``: the push's model, tag and namespace parameters."""
+    model, tag, namespace = naming
     plan = plan_push(client, archive)
     plan.verified_before = verified is not None and verified.verified(path, plan.manifest_sha256)
     if on_plan is not None:
@@ -307,7 +344,9 @@ def _push_slim(
         body = slim_zip(archive)
         for attempt in range(RECOVERY_ATTEMPTS + 1):
             try:
-                outcome.response = client.post_carton([body], len(body), model=model, tag=tag)
+                outcome.response = client.post_carton(
+                    [body], len(body), model=model, tag=tag, namespace=namespace
+                )
                 break
             except ClientError as exc:
                 # A file reported present may have been collected by GC since: send it now.

@@ -8,20 +8,18 @@ several requests in flight): httpx's pool is thread-safe, and so are the counter
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from email.message import Message
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 
-from registry.carton.digests import is_sha256
-from registry.settings import DEFAULT_PORT
+from registry.client.errors import ClientError as ClientError  # where callers import it
+from registry.client.urls import check_registry_url, default_url
 
-DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 MISSING_BATCH = 10_000
 
 Progress = Callable[[int], None]
@@ -39,57 +37,14 @@ class Tally:
     def __init__(self) -> None:
         self.moved = 0
         self.reused = 0
+        self.stored = 0  # of ``moved``: what the registry said it really stored (chunk dedup)
         self._lock = threading.Lock()
 
-    def add(self, *, moved: int = 0, reused: int = 0) -> None:
+    def add(self, *, moved: int = 0, reused: int = 0, stored: int = 0) -> None:
         with self._lock:
             self.moved += moved
             self.reused += reused
-
-
-class ClientError(Exception):
-    """Something the user must be told about; ``status`` is the HTTP status when there was one."""
-
-    def __init__(
-        self,
-        message: str,
-        status: int | None = None,
-        missing: list[str] | None = None,
-        missing_chunks: list[str] | None = None,
-        reassembled_sha256: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        # Files the registry reported neither in the push nor stored (``missing`` in the body).
-        self.missing = missing or []
-        # Chunks an assemble named that the registry does not hold (``missing_chunks``).
-        self.missing_chunks = missing_chunks or []
-        # What an assemble's chunks hashed to, when not the file's sha256.
-        self.reassembled_sha256 = reassembled_sha256
-
-    def __str__(self) -> str:
-        return f"{self.message} (HTTP {self.status})" if self.status else self.message
-
-
-def default_url() -> str:
-    return os.environ.get("REGISTRY_URL") or DEFAULT_URL
-
-
-def check_registry_url(url: str) -> str:
-    """``url`` if it can name a registry (http or https, a host, a valid port), else ClientError."""
-    try:
-        parts = urlsplit(url)
-        _ = parts.port  # raises ValueError for a port that is not a number in range
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # also a broken [IPv6] host
-        valid = False
-    if not valid:
-        raise ClientError(
-            f"invalid registry URL {url!r}: expected http://HOST[:PORT] or https://HOST "
-            "(from --url or REGISTRY_URL)"
-        )
-    return url
+            self.stored += stored
 
 
 _SAFE_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.carton$")
@@ -239,13 +194,12 @@ class RegistryClient:
         if response.status_code >= 400:
             if not response.is_stream_consumed:
                 response.read()
-            reassembled = error_field(response, "reassembled_sha256")
             raise ClientError(
                 error_message(response),
                 response.status_code,
                 listed_in_error(response, "missing"),
                 listed_in_error(response, "missing_chunks"),
-                reassembled if isinstance(reassembled, str) and is_sha256(reassembled) else None,
+                error_field(response, "sha256_mismatch") is True,
             )
 
     def close(self) -> None:
@@ -312,9 +266,11 @@ class RegistryClient:
         *,
         model: str | None = None,
         tag: str | None = None,
+        namespace: str | None = None,
         progress: Progress | None = None,
     ) -> dict[str, Any]:
-        params = {k: v for k, v in (("model", model), ("tag", tag)) if v is not None}
+        named = (("model", model), ("tag", tag), ("namespace", namespace))
+        params = {k: v for k, v in named if v is not None}
         return self.request(
             "POST",
             "/api/v1/cartons",
@@ -365,15 +321,18 @@ class RegistryClient:
             "DELETE", f"/api/v1/models/{quote(name, safe='')}/versions/{version}"
         ).json()
 
-    def list_models(self, q: str | None = None, limit: int = 200) -> Iterator[dict[str, Any]]:
-        """Every model matching ``q``, following the pagination cursor."""
+    def delete_model(self, name: str) -> dict[str, Any]:
+        """``DELETE /api/v1/models/{name}``: every version of the model, at once."""
+        return self.request("DELETE", f"/api/v1/models/{quote(name, safe='')}").json()
+
+    def list_models(
+        self, q: str | None = None, limit: int = 200, namespace: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every model matching ``q`` (in ``namespace``), following the pagination cursor."""
         cursor: str | None = None
         while True:
-            params: dict[str, Any] = {"limit": limit}
-            if q:
-                params["q"] = q
-            if cursor:
-                params["cursor"] = cursor
+            given = {"limit": limit, "q": q or None, "namespace": namespace, "cursor": cursor}
+            params = {k: v for k, v in given.items() if v is not None}
             page = self.request("GET", "/api/v1/models", params=params).json()
             yield from page["models"]
             cursor = page.get("next_cursor")

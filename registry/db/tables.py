@@ -3,11 +3,15 @@
 The MANIFEST is the one truth: a carton row keeps its exact bytes, and one
 ``carton_files`` row per MANIFEST entry. Blob rows are written in the same
 transaction that first references them, after the bytes are in the store.
+
+Long because every table is declared here: one metadata, which Alembic compares
+the migrations against, and one place to read the whole schema.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -21,6 +25,7 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     String,
+    Table,
     Text,
     TypeDecorator,
     UniqueConstraint,
@@ -68,6 +73,9 @@ def _sha256_checks(column: str) -> tuple[CheckConstraint, CheckConstraint]:
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    if TYPE_CHECKING:
+        # Every model here maps one Table; SQLAlchemy types __table__ as any FromClause.
+        __table__: ClassVar[Table]
 
 
 class Blob(Base):
@@ -127,6 +135,28 @@ class Chunk(Base):
     idx: Mapped[int] = mapped_column(Integer, nullable=False)
     offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
     length: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class DamagedChunk(Base):
+    """A stored copy of a chunk that cannot be served: its bytes do not hash to its name
+    (``corrupt``) or its pack is gone (``missing``). Filled by fsck, verified reads and
+    the scrub; cleared when a push writes a good copy and repoints the index to it
+    (docs/chunk-store.md, "Damage and healing")."""
+
+    __tablename__ = "damaged_chunks"
+    __table_args__ = (
+        *_sha256_checks("hash"),
+        Index("ix_damaged_chunks_hash", "hash"),
+    )
+
+    pack_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("packs.id", ondelete="CASCADE"), primary_key=True
+    )
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    reason: Mapped[str] = mapped_column(String(16), nullable=False)  # corrupt | missing
+    found_by: Mapped[str] = mapped_column(String(16), nullable=False)  # fsck | read | scrub
+    found_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class BlobSegment(Base):
@@ -204,6 +234,34 @@ class CartonFile(Base):
     carton: Mapped[Carton] = relationship(back_populates="files")
 
 
+class CartonLineage(Base):
+    """A carton's closest stored ancestor by shared bytes, computed at push
+    (``registry.services.lineage``). No row: not computed yet; ``parent_sha256`` null: none.
+
+    Deleting the parent deletes the row (the child's lineage is computed again), so a
+    parent is always a stored carton.
+    """
+
+    __tablename__ = "carton_lineage"
+    __table_args__ = (
+        CheckConstraint("bytes_shared >= 0", name="bytes_shared_nonnegative"),
+        CheckConstraint("bytes_total >= 0", name="bytes_total_nonnegative"),
+        CheckConstraint("parent_sha256 <> manifest_sha256", name="not_own_parent"),
+        Index("ix_carton_lineage_parent_sha256", "parent_sha256"),
+    )
+
+    manifest_sha256: Mapped[str] = mapped_column(
+        String(64), ForeignKey("cartons.manifest_sha256", ondelete="CASCADE"), primary_key=True
+    )
+    parent_sha256: Mapped[str | None] = mapped_column(
+        String(64), ForeignKey("cartons.manifest_sha256", ondelete="CASCADE")
+    )
+    # Bytes of this carton's distinct files that the parent holds, of ``bytes_total``.
+    bytes_shared: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    bytes_total: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    computed_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 class Model(Base):
     __tablename__ = "models"
     __table_args__ = (
@@ -213,7 +271,13 @@ class Model(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # The full name: ``model`` in the root namespace, ``namespace/model`` in another.
     name: Mapped[str] = mapped_column(String(255), nullable=False, unique=True)
+    # The part of ``name`` before its ``/``, "" for the root namespace: what access is
+    # decided by, indexed so a listing filters on it without parsing names.
+    namespace: Mapped[str] = mapped_column(
+        String(64), nullable=False, default="", server_default="", index=True
+    )
     # Version numbers are never reused: the counter only grows, even after deletes.
     last_version: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     # The listing's view of the highest live version, kept by the services that add or
@@ -227,6 +291,21 @@ class Model(Base):
     versions: Mapped[list[Version]] = relationship(
         back_populates="model", cascade="all, delete-orphan", passive_deletes=True
     )
+
+
+class ModelSearchTokens(Base):
+    """``field:value`` tokens of a model's latest version (``registry.services.search``).
+
+    A table of its own, not a column of ``models``: free-text search scans
+    ``models.search_text``, and wider rows there would slow every such scan.
+    """
+
+    __tablename__ = "model_search_tokens"
+
+    model_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    tokens: Mapped[str] = mapped_column(Text, nullable=False, default="")
 
 
 class Version(Base):
@@ -303,6 +382,27 @@ class LeasePack(Base):
     pack_name: Mapped[str] = mapped_column(String(32), primary_key=True)
 
 
+class ChunkClaim(Base):
+    """A chunk a push is about to write: taken (the primary key decides between racing
+    pushes) before its bytes go into a pack, so concurrent pushes store it once.
+
+    Gone once the chunk's row is published, or with its lease (a crashed push's claims
+    expire with its heartbeat). ``wanted``: another push waits for this chunk, so its
+    holder seals its open pack now rather than when full (docs/chunk-store.md).
+    """
+
+    __tablename__ = "chunk_claims"
+    __table_args__ = (Index("ix_chunk_claims_lease_id", "lease_id"),)
+
+    hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    lease_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("upload_leases.id", ondelete="CASCADE"), nullable=False
+    )
+    wanted: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=False, server_default=false()
+    )
+
+
 class IndexGeneration(Base):
     """One row whose ``value`` grows in every transaction that removes what a reader may
     have cached: a version or carton, a blob, a blob found damaged
@@ -315,6 +415,37 @@ class IndexGeneration(Base):
     value: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
 
 
+NAMESPACE_VISIBILITIES = ("public", "private")
+
+
+class Namespace(Base):
+    """A namespace other than the root one (which has no row and is public)."""
+
+    __tablename__ = "namespaces"
+    __table_args__ = (
+        CheckConstraint("visibility IN ('public', 'private')", name="visibility_known"),
+        CheckConstraint("length(name) >= 1 AND length(name) <= 64", name="name_length"),
+    )
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    visibility: Mapped[str] = mapped_column(String(16), nullable=False, default="public")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class BlobUpload(Base):
+    """Who uploaded a blob lately: dedup negotiation answers "present" to that token only
+    (besides tokens that can read a carton holding the blob), so it tells nobody else
+    whether some bytes are stored (``registry.services.access``)."""
+
+    __tablename__ = "blob_uploads"
+    __table_args__ = (Index("ix_blob_uploads_uploaded_at", "uploaded_at"),)
+
+    # 0: no token (``REGISTRY_AUTH=off``).
+    token_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    uploaded_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 class ApiToken(Base):
     __tablename__ = "api_tokens"
 
@@ -322,6 +453,8 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(255), nullable=False, default="")
     token_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
     scopes: Mapped[str] = mapped_column(String(255), nullable=False)
+    # Comma-separated namespaces the token acts in; "" for a global token.
+    namespaces: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

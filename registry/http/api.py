@@ -17,14 +17,14 @@ from litestar import Controller, Request, Response, delete, post, put
 from registry.http import schemas
 from registry.http.auth import bearer_token, invalid_token, require_delete, require_push
 from registry.http.deps import StreamedBody
-from registry.http.overload import IngestGate
+from registry.http.overload import IngestGate, ingest_client
 from registry.http.routing import get
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import blobs as blob_service
 from registry.services import cartons, deletes, listing, models, stats, tags
-from registry.services.auth import SCOPES, authenticate
+from registry.services.auth import SCOPES, authenticate_grant
 from registry.services.context import RegistryContext
-from registry.services.ingest import ingest_stream
+from registry.services.ingest import check_may_push_into, ingest_stream
 from registry.services.lookups import models_page
 from registry.services.names import require_version
 
@@ -46,11 +46,14 @@ class ApiController(Controller):
         ingest_gate: IngestGate,
         model: str | None = None,
         tag: str | None = None,
+        namespace: str | None = None,
     ) -> Response[schemas.PushedCarton]:
+        if namespace is not None:  # refused before the body is read when it is not allowed
+            await anyio.to_thread.run_sync(check_may_push_into, ctx, namespace)
         body = StreamedBody(request, ctx.settings.max_upload_bytes)
-        async with ingest_gate.slot() as limiter, body.feeding():
+        async with ingest_gate.slot(ingest_client(request)) as limiter, body.feeding():
             result = await anyio.to_thread.run_sync(
-                partial(ingest_stream, ctx, body, model_name=model, tag=tag),  # type: ignore[arg-type]
+                partial(ingest_stream, ctx, body, model_name=model, tag=tag, namespace=namespace),
                 limiter=limiter,
             )
         return Response(
@@ -82,13 +85,13 @@ class ApiController(Controller):
     )
     async def put_blob(
         self, request: Request, ctx: RegistryContext, ingest_gate: IngestGate, sha256: str
-    ) -> Response[schemas.StoredBlob]:
+    ) -> Response[schemas.UploadedBlob]:
         body = StreamedBody(request, ctx.settings.max_upload_bytes)
-        async with ingest_gate.slot() as limiter, body.feeding():
+        async with ingest_gate.slot(ingest_client(request)) as limiter, body.feeding():
             result = await anyio.to_thread.run_sync(
                 blob_service.put_blob, ctx, sha256, body, limiter=limiter
             )
-        stored = as_body(result, schemas.StoredBlob)
+        stored = as_body(result, schemas.UploadedBlob)
         return Response(stored, status_code=201 if stored.created else 200)
 
     @get(
@@ -111,9 +114,12 @@ class ApiController(Controller):
         sort: str = "name",
         limit: int = listing.DEFAULT_PAGE,
         cursor: str | None = None,
+        namespace: str | None = None,
     ) -> schemas.ModelList:
         page = await anyio.to_thread.run_sync(
-            partial(models_page, ctx, q=q, sort=sort, limit=limit, cursor=cursor)
+            partial(
+                models_page, ctx, q=q, sort=sort, limit=limit, cursor=cursor, namespace=namespace
+            )
         )
         return schemas.ModelList(
             models=as_body(page.items, list[schemas.ModelSummary]), next_cursor=page.next_cursor
@@ -196,15 +202,19 @@ class ApiController(Controller):
     async def whoami(self, request: Request, ctx: RegistryContext) -> schemas.Identity:
         """An unknown or revoked token is a 401 whatever ``REGISTRY_AUTH`` says (``login``)."""
         token = bearer_token(request)
-        scopes = (
-            frozenset()
-            if token is None
-            else await anyio.to_thread.run_sync(authenticate, ctx, token)
-        )
-        if scopes is None:
+        if token is None:
+            return schemas.Identity(auth=ctx.settings.auth, scopes=[])
+        grant = await anyio.to_thread.run_sync(authenticate_grant, ctx, token)
+        if grant is None:
             raise invalid_token()
-        return schemas.Identity(auth=ctx.settings.auth, scopes=[s for s in SCOPES if s in scopes])
+        return schemas.Identity(
+            auth=ctx.settings.auth,
+            scopes=[s for s in SCOPES if s in grant.scopes],
+            namespaces=sorted(grant.namespaces) if grant.namespaces is not None else None,
+        )
 
     @get("/stats", summary="Counts and storage accounting")
-    async def stats(self, ctx: RegistryContext) -> schemas.Stats:
-        return as_body(await anyio.to_thread.run_sync(stats.get_stats, ctx), schemas.Stats)
+    async def stats(self, ctx: RegistryContext, namespace: str | None = None) -> schemas.Stats:
+        """Only what the caller may read; ``?namespace=`` for one namespace's totals."""
+        totals = await anyio.to_thread.run_sync(stats.get_stats, ctx, namespace)
+        return as_body(totals, schemas.Stats)

@@ -33,8 +33,11 @@ from registry.http.conditional import (
     requested_span,
 )
 from registry.http.streaming import OCTETS, coalesce, empty_response, open_stream
+from registry.services.access import gate_needed
+from registry.services.access import require_blob_readable as require_readable_blob
 from registry.services.blob_serving import cached_plan, plan_blob_download
 from registry.services.context import RegistryContext
+from registry.services.signing import require_valid_signature
 from registry.services.stored_blobs import cached_blob, read_blob, stored_blob
 
 VARY = {"Vary": "Accept-Encoding"}
@@ -43,19 +46,29 @@ VARY = {"Vary": "Accept-Encoding"}
 async def serve_blob(
     request: Request, ctx: RegistryContext, sha256: str, *, is_head: bool
 ) -> Response[Any]:
+    expires, sig = request.query_params.get("expires"), request.query_params.get("sig")
+    if expires is not None or sig is not None:  # a signed LINKS URL: no token needed
+        # altered or expired: 404, as if there were no such blob
+        require_valid_signature(ctx.settings, sha256, expires or "", sig or "")
+    elif gate_needed(ctx):  # someone who may not read every namespace: is it theirs to read?
+        await anyio.to_thread.run_sync(require_readable_blob, ctx, sha256)
     # A blob this process has served before is answered from memory (no worker thread).
-    blob = cached_blob(ctx, sha256) or await anyio.to_thread.run_sync(stored_blob, ctx, sha256)
+    blob = cached_blob(ctx, sha256)
+    if blob is None:
+        blob = await anyio.to_thread.run_sync(stored_blob, ctx, sha256)
     etag = f'"{sha256}"'
-    headers = {"ETag": etag, "Cache-Control": IMMUTABLE, "Accept-Ranges": "bytes", **VARY}
+    # A signed URL's bytes may be private: no shared cache keeps them.
+    caching = "private, max-age=3600" if sig is not None else IMMUTABLE
+    headers = {"ETag": etag, "Cache-Control": caching, "Accept-Ranges": "bytes", **VARY}
     if not_modified(request, etag):
         return empty_response(304, headers)
     if is_head:
         return empty_response(200, {**headers, "Content-Length": str(blob.size)})
     ranged = request.headers.get("range") is not None
     coding = None if ranged else choose_encoding(request.headers.get("accept-encoding"))
-    plan = cached_plan(ctx, blob, coding) or await anyio.to_thread.run_sync(
-        plan_blob_download, ctx, blob, coding
-    )
+    plan = cached_plan(ctx, blob, coding)
+    if plan is None:
+        plan = await anyio.to_thread.run_sync(plan_blob_download, ctx, blob, coding)
     if plan.redirect_url:
         return empty_response(
             307, {"Location": plan.redirect_url, "Cache-Control": "no-store", **VARY}

@@ -37,6 +37,7 @@ from registry.http.conditional import (
     requested_span,
 )
 from registry.http.streaming import coalesce, empty_response, open_stream
+from registry.services.access import gate_needed, require_carton_readable
 from registry.services.context import RegistryContext
 from registry.services.export import (
     ExportedCarton,
@@ -64,9 +65,11 @@ async def serve_carton(
     request: Request, ctx: RegistryContext, manifest_sha256: str, *, is_head: bool
 ) -> Response[Any]:
     form = validate_form(request.query_params.get("form", "slim"))
-    exported = cached_carton(ctx, manifest_sha256, form) or await anyio.to_thread.run_sync(
-        build_carton, ctx, manifest_sha256, form
-    )
+    if gate_needed(ctx):
+        await anyio.to_thread.run_sync(require_carton_readable, ctx, manifest_sha256)
+    exported = cached_carton(ctx, manifest_sha256, form)
+    if exported is None:
+        exported = await anyio.to_thread.run_sync(build_carton, ctx, manifest_sha256, form)
     headers = _carton_headers(exported)
     size = exported.size
     if not_modified(request, exported.etag):

@@ -11,13 +11,14 @@ from litestar import Controller, Request, post
 from registry.http import schemas
 from registry.http.auth import require_push
 from registry.http.deps import StreamedBody
-from registry.http.overload import IngestGate
+from registry.http.overload import IngestGate, ingest_client
 from registry.http.routing import get
 from registry.http.schemas import MAX_JSON_BODY_BYTES, StrictJSON, as_body
 from registry.services import chunk_transfer
 from registry.services.context import RegistryContext
 
-# A chunk upload's body: its chunks, plus a 36-byte header each (tiny last chunks included).
+# The most any chunk upload's body may be; each is held to its own limit as it arrives
+# (chunk_transfer.max_upload_body: the chunk bytes and records one upload may hold).
 MAX_UPLOAD_BODY_BYTES = 2 * chunk_transfer.MAX_BATCH_BYTES
 # An assembly's body: up to MAX_ASSEMBLE quoted names with their commas, and the envelope.
 MAX_ASSEMBLE_BODY_BYTES = chunk_transfer.MAX_ASSEMBLE * 68 + 4096
@@ -58,8 +59,12 @@ class ChunksController(Controller):
     async def upload_chunks(
         self, request: Request, ctx: RegistryContext, ingest_gate: IngestGate
     ) -> schemas.StoredChunks:
-        body = StreamedBody(request, MAX_UPLOAD_BODY_BYTES)
-        async with ingest_gate.slot() as limiter, body.feeding():
+        body = StreamedBody(
+            request,
+            chunk_transfer.max_upload_body(ctx),
+            "a chunk upload's limit (max_batch_bytes of chunks in max_batch_records records)",
+        )
+        async with ingest_gate.slot(ingest_client(request)) as limiter, body.feeding():
             result = await anyio.to_thread.run_sync(
                 chunk_transfer.store_chunks, ctx, body, limiter=limiter
             )
@@ -76,6 +81,7 @@ class ChunksController(Controller):
     )
     async def assemble(
         self,
+        request: Request,
         ctx: RegistryContext,
         ingest_gate: IngestGate,
         sha256: str,
@@ -83,7 +89,7 @@ class ChunksController(Controller):
     ) -> schemas.StoredBlob:
         if data is None:
             raise schemas.AssembleQuery.invalid()
-        async with ingest_gate.slot() as limiter:
+        async with ingest_gate.slot(ingest_client(request)) as limiter:
             result = await anyio.to_thread.run_sync(
                 partial(chunk_transfer.assemble_blob, ctx, sha256, data.size, data.chunks),
                 limiter=limiter,

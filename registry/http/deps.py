@@ -8,33 +8,59 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import cast
 
 import anyio
 from litestar import Request
 from litestar.datastructures import State
 
 from registry.carton.streams import ReadStream
-from registry.errors import TruncatedUpload, UploadStalled, UploadTooLarge
+from registry.errors import TruncatedUpload, UploadAbandoned, UploadStalled, UploadTooLarge
+from registry.http.pace import BodyLimits, PaceWatchdog
 from registry.services.context import RegistryContext
 
 
 def provide_ctx(state: State) -> RegistryContext:
-    return state.ctx  # type: ignore[no-any-return]
+    ctx: RegistryContext = state.ctx
+    return ctx
+
+
+async def received_pieces(request: Request) -> AsyncIterator[bytes]:
+    """The body's pieces as the server hands them over; ``UploadAbandoned`` (499) when the
+    client goes away first (Litestar's own ``stream()`` would make that a 500)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            raise UploadAbandoned("the client closed the connection before its body was received")
+        piece = cast("bytes", message.get("body", b""))  # ASGI: http.request bodies are bytes
+        if piece:
+            yield piece
+        if not message.get("more_body", False):
+            return
 
 
 async def body_chunks(request: Request) -> AsyncIterator[bytes]:
-    """The request body's chunks; ``UploadStalled`` (408) when none comes for
-    ``REGISTRY_BODY_IDLE_TIMEOUT``, so a trickling client cannot hold a slot forever."""
-    idle = request.app.state.ctx.settings.body_idle_timeout
-    stream = request.stream()
-    while True:
-        with anyio.move_on_after(idle) as waited:
-            chunk = await anext(stream, None)
-        if waited.cancelled_caught:
-            raise UploadStalled(f"request body stalled: nothing received for {idle:g} s")
-        if chunk is None:
-            return
-        yield chunk
+    """The request body's chunks; ``UploadStalled`` (408) when it stops arriving or falls
+    below the body rates (``registry.http.pace``), so a trickling client cannot hold a slot."""
+    watchdog = PaceWatchdog(
+        BodyLimits.from_settings(request.app.state.ctx.settings), declared_length(request)
+    )
+    pieces = received_pieces(request)
+    watchdog.start()
+    try:
+        while watchdog.reason is None:
+            chunk = None
+            with anyio.CancelScope() as watchdog.scope:
+                chunk = await anext(pieces, None)
+            watchdog.scope = None
+            if chunk is None or watchdog.reason is not None:
+                break
+            watchdog.heard(len(chunk))
+            yield chunk
+    finally:
+        watchdog.stop()
+    if watchdog.reason is not None:
+        raise UploadStalled(watchdog.reason)
 
 
 def declared_length(request: Request) -> int | None:
@@ -59,23 +85,25 @@ class StreamedBody(ReadStream):
     the event loop per read, no joining of pieces (a read returns bytes of one
     received piece). The limits are enforced as the bytes arrive: a declared or
     received size over ``max_bytes`` is ``UploadTooLarge``, a body that ends short of
-    its ``Content-Length`` is ``TruncatedUpload``, and one that stalls (nothing
-    received for ``REGISTRY_BODY_IDLE_TIMEOUT`` while the thread waits for more) is
-    ``UploadStalled``; all surface in the consumer's next read, which then publishes
-    nothing.
+    its ``Content-Length`` is ``TruncatedUpload``, one that stalls or trickles
+    (``registry.http.pace``; the time the queue is full does not count) is
+    ``UploadStalled``, and one whose client goes away is ``UploadAbandoned``; all surface
+    in the consumer's next read, which then publishes nothing.
     """
 
-    def __init__(self, request: Request, max_bytes: int) -> None:
+    def __init__(
+        self, request: Request, max_bytes: int, limit: str = "REGISTRY_MAX_UPLOAD_BYTES"
+    ) -> None:
         super().__init__()
         self._declared = declared_length(request)
         if self._declared is not None and self._declared > max_bytes:
             raise UploadTooLarge(
-                f"upload of {self._declared} bytes exceeds REGISTRY_MAX_UPLOAD_BYTES "
-                f"({max_bytes} bytes)"
+                f"upload of {self._declared} bytes exceeds {limit} ({max_bytes} bytes)"
             )
         self._request = request
-        self._idle: float = request.app.state.ctx.settings.body_idle_timeout
+        self._limits = BodyLimits.from_settings(request.app.state.ctx.settings)
         self._max = max_bytes
+        self._limit_name = limit
         self._queue: deque[bytes] = deque()
         self._queued = 0
         self._ready = threading.Condition()
@@ -103,14 +131,13 @@ class StreamedBody(ReadStream):
                 await task
 
     async def _feed(self) -> None:
-        loop = asyncio.get_running_loop()
-        watchdog = _IdleWatchdog(loop, self._idle)
+        watchdog = PaceWatchdog(self._limits, self._declared)
         try:
-            with anyio.CancelScope() as scope:
-                watchdog.start(scope)
+            with anyio.CancelScope() as watchdog.scope:
+                watchdog.start()
                 await self._receive(watchdog)
-            if scope.cancelled_caught:
-                raise UploadStalled(f"request body stalled: nothing received for {self._idle:g} s")
+            if watchdog.reason is not None:
+                raise UploadStalled(watchdog.reason)
         except Exception as exc:
             self._failure = exc
         finally:
@@ -121,16 +148,12 @@ class StreamedBody(ReadStream):
                 self._ended = True
                 self._ready.notify()
 
-    async def _receive(self, watchdog: _IdleWatchdog) -> None:
-        async for piece in self._request.stream():
-            watchdog.heard()
-            if not piece:
-                continue
+    async def _receive(self, watchdog: PaceWatchdog) -> None:
+        async for piece in received_pieces(self._request):
+            watchdog.heard(len(piece))
             self.received += len(piece)
             if self.received > self._max:
-                raise UploadTooLarge(
-                    f"upload exceeds REGISTRY_MAX_UPLOAD_BYTES ({self._max} bytes)"
-                )
+                raise UploadTooLarge(f"upload exceeds {self._limit_name} ({self._max} bytes)")
             with self._ready:
                 self._queue.append(piece)
                 self._queued += len(piece)
@@ -139,11 +162,10 @@ class StreamedBody(ReadStream):
                     self._ready.notify()
                 if full:
                     self._room.clear()
-            if full:  # the thread is behind: waiting for it is not the client stalling
-                watchdog.paused = True
+            if full:  # the thread is behind: waiting for it is not the client being slow
+                watchdog.pause()
                 await self._room.wait()
-                watchdog.paused = False
-                watchdog.heard()
+                watchdog.resume()
         if self._declared is not None and self.received != self._declared:
             raise TruncatedUpload(
                 f"truncated upload: received {self.received} of {self._declared} bytes announced"
@@ -181,42 +203,6 @@ class StreamedBody(ReadStream):
             out = self._buf[self._at : self._at + n]
         self._at += len(out)
         return out
-
-
-class _IdleWatchdog:
-    """Cancels a scope once nothing was heard for ``idle`` seconds (outside pauses): one
-    timer per ``idle`` seconds, not one per piece received."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, idle: float) -> None:
-        self._loop = loop
-        self._idle = idle
-        self._last = loop.time()
-        self._timer: asyncio.TimerHandle | None = None
-        self._scope: anyio.CancelScope | None = None
-        self.paused = False
-
-    def start(self, scope: anyio.CancelScope) -> None:
-        self._scope = scope
-        self._timer = self._loop.call_at(self._last + self._idle, self._check)
-
-    def heard(self) -> None:
-        self._last = self._loop.time()
-
-    def _check(self) -> None:
-        now = self._loop.time()
-        if self.paused:
-            self._last = now
-        elif now - self._last >= self._idle:
-            self._timer = None
-            assert self._scope is not None
-            self._scope.cancel()
-            return
-        self._timer = self._loop.call_at(self._last + self._idle, self._check)
-
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
 
 async def read_body(request: Request, max_bytes: int) -> bytearray:

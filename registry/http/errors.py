@@ -6,6 +6,7 @@ import logging
 
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException
+from litestar.types import ExceptionHandlersMap
 
 from registry import errors
 from registry.blobstore.errors import (
@@ -20,6 +21,10 @@ from registry.triton.errors import TritonFormatError
 
 log = logging.getLogger("registry.http")
 
+CLIENT_CLOSED_REQUEST = 499
+"""nginx's status for a client that went away before the answer: logged and counted, never
+sent (there is nobody to send it to)."""
+
 # The one table from what went wrong to its HTTP status; the most specific class wins
 # (looked up along the exception's MRO).
 STATUS_BY_ERROR: dict[type[Exception], int] = {
@@ -30,6 +35,7 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     errors.Conflict: 409,
     errors.TimedOut: 408,
     errors.PreconditionFailed: 412,
+    errors.ClientClosedRequest: CLIENT_CLOSED_REQUEST,
     errors.TooLarge: 413,
     errors.RangeNotSatisfiable: 416,
     errors.Unprocessable: 422,
@@ -132,7 +138,7 @@ def handle_unexpected(request: Request, exc: Exception) -> Response:
     return error_response(request, 500, f"internal error: {type(exc).__name__}")
 
 
-EXCEPTION_HANDLERS = {
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     errors.RegistryError: handle_registry_error,
     CartonFormatError: handle_registry_error,
     TritonFormatError: handle_registry_error,

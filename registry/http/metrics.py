@@ -14,7 +14,7 @@ meaningful sum and are left out in that mode.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from litestar import Response
 from prometheus_client import (
@@ -114,6 +114,14 @@ FSCK_PROBLEMS = Counter(
     registry=REGISTRY,
 )
 
+DAMAGED_CHUNKS = Counter(
+    "registry_damaged_chunks",
+    "Stored chunk copies recorded as damaged, by reason (corrupt, missing) and finder "
+    "(read: a verified read refused to serve them; fsck; scrub)",
+    ["reason", "found_by"],
+    registry=REGISTRY,
+)
+
 
 _RouteChildren = tuple[Any, Any, Any, dict[int, Any]]
 _ROUTE_CHILDREN: dict[tuple[str, str], _RouteChildren] = {}
@@ -174,16 +182,25 @@ def observe_fsck(report: Any) -> None:
             FSCK_PROBLEMS.labels(kind).inc(count)
 
 
+def observe_damage(reason: str, found_by: str, count: int) -> None:
+    DAMAGED_CHUNKS.labels(reason, found_by).inc(count)
+
+
 def register_observers(ctx: RegistryContext) -> None:
-    """Count this registry's pushes, GC runs and fsck reports (once per context)."""
+    """Count this registry's pushes, GC runs, fsck reports and damage (once per context)."""
     observers = ctx.observers
-    for callbacks, observe in (
-        (observers.push, observe_push),
-        (observers.gc, observe_gc),
-        (observers.fsck, observe_fsck),
-    ):
-        if observe not in callbacks:
-            callbacks.append(observe)  # type: ignore[arg-type]
+    _subscribe(observers.push, observe_push)
+    _subscribe(observers.gc, observe_gc)
+    _subscribe(observers.fsck, observe_fsck)
+    _subscribe(observers.damage, observe_damage)
+
+
+Callback = TypeVar("Callback")
+
+
+def _subscribe(callbacks: list[Callback], observe: Callback) -> None:
+    if observe not in callbacks:
+        callbacks.append(observe)
 
 
 def exposition() -> bytes:
@@ -195,6 +212,10 @@ def exposition() -> bytes:
     return generate_latest(REGISTRY)
 
 
+# Litestar adds "; charset=utf-8" to any text/ type: given prometheus_client's, it said it twice.
+MEDIA_TYPE = ";".join(p for p in CONTENT_TYPE_LATEST.split(";") if "charset" not in p)
+
+
 @get(
     "/metrics",
     summary="Prometheus metrics (text exposition format)",
@@ -204,7 +225,7 @@ def exposition() -> bytes:
 def metrics_endpoint() -> Response[bytes]:
     return Response(
         exposition(),
-        media_type=CONTENT_TYPE_LATEST,
+        media_type=MEDIA_TYPE,
         headers={"Cache-Control": "no-store"},
     )
 

@@ -7,6 +7,11 @@ Every request pays for them, so they do little (a few microseconds, measured by
 ``bench/``'s overhead figure) and nothing that blocks: the access-log line is
 encoded and written by a logging thread when ``serve`` runs the app.
 
+A client that goes away before its answer starts (mid-upload, say) is logged and
+counted with nginx's status 499, whatever the app then made of it: never a 5xx. An
+answer sent before the request's body was read whole (a refusal, a queue that ran out)
+closes the connection, so a client cannot keep it by trickling a body nobody reads.
+
 Litestar runs app middleware after routing, so ``scope["path_template"]`` is
 known (metrics are labelled by route template, never by raw path, which would
 explode their cardinality); requests that match no route (404/405 from the
@@ -22,10 +27,13 @@ import logging
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
+import litestar.types
+
 from registry.http import metrics
+from registry.http.errors import CLIENT_CLOSED_REQUEST
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -47,10 +55,23 @@ def _new_request_id() -> str:
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers") or ():
+    headers: Iterable[tuple[bytes, bytes]] = scope.get("headers") or ()
+    for key, value in headers:
         if key.lower() == name:
             return value.decode("latin-1")
     return None
+
+
+CLOSE = (b"connection", b"close")
+
+
+def _has_body(scope: Scope) -> bool:
+    """Whether the request announces a body (a Content-Length over 0, or a chunked one)."""
+    for key, value in scope.get("headers") or ():
+        name = key.lower()
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip(b"0 ")):
+            return True
+    return False
 
 
 def _route(scope: Scope) -> str:
@@ -86,12 +107,17 @@ class ObservedRequestMiddleware:
         request_id = incoming if incoming and _REQUEST_ID.match(incoming) else _new_request_id()
         request_id_header = (b"x-request-id", request_id.encode("latin-1"))
         started = time.perf_counter()
-        facts = [0, 0, 0]  # status, bytes out, bytes in
+        # status, bytes out, bytes in, client gone before the answer, body received whole
+        facts = [0, 0, 0, 0, 0]
 
         async def counting_receive() -> Message:
             message = await receive()
             if message["type"] == "http.request":
                 facts[2] += len(message.get("body") or b"")
+                if not message.get("more_body", False):
+                    facts[4] = 1
+            elif message["type"] == "http.disconnect" and not facts[0]:
+                facts[3] = 1
             return message
 
         async def observing_send(message: Message) -> None:
@@ -101,6 +127,8 @@ class ObservedRequestMiddleware:
                     (k, v) for k, v in message.get("headers") or () if k.lower() != b"x-request-id"
                 ]
                 headers.append(request_id_header)
+                if not facts[4] and _has_body(scope):
+                    headers.append(CLOSE)  # answered before its body: nobody waits for the rest
                 message = {**message, "headers": headers}
             elif message["type"] == "http.response.body":
                 facts[1] += len(message.get("body") or b"")
@@ -115,6 +143,8 @@ class ObservedRequestMiddleware:
         finally:
             elapsed = time.perf_counter() - started
             status, sent, received = facts[0] or 500, facts[1], facts[2]
+            if facts[3]:  # whatever the app made of it, nobody was there to answer: nginx's 499
+                status = CLIENT_CLOSED_REQUEST
             method, route = scope.get("method", ""), _route(scope)
             metrics.observe_request(method, route, status, elapsed, received, sent)
             if access_log.isEnabledFor(logging.INFO):
@@ -153,7 +183,9 @@ ON_PAGES = [
 ]
 
 
-async def add_security_headers(message: Message, scope: Scope) -> None:
+async def add_security_headers(
+    message: litestar.types.Message, scope: litestar.types.Scope
+) -> None:
     """A ``before_send`` hook (it sees every answer, unrouted 404s too): ``nosniff`` and
     ``Referrer-Policy`` everywhere; on HTML, a CSP without inline script and no framing."""
     if message["type"] != "http.response.start":

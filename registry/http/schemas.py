@@ -21,6 +21,7 @@ from litestar.dto import MsgspecDTO
 from registry.errors import InvalidBody
 
 T = TypeVar("T")
+StructT = TypeVar("StructT", bound=msgspec.Struct)
 
 # JSON documents here are small (hash lists, tag moves): 16 MiB holds 200k hashes.
 MAX_JSON_BODY_BYTES = 16 * 1024 * 1024
@@ -46,7 +47,7 @@ class RequestBody(msgspec.Struct):
         return InvalidBody(f"body must be {cls.SHAPE}" + (f": {detail}" if detail else ""))
 
 
-class StrictJSON(MsgspecDTO[T]):
+class StrictJSON(MsgspecDTO[StructT]):
     """Decodes a JSON body into its struct without type coercion; errors are ``InvalidBody``."""
 
     def decode_bytes(self, value: bytes) -> Any:
@@ -79,6 +80,12 @@ class StoredBlob(Body):
     sha256: str
     size: int
     created: bool
+
+
+class UploadedBlob(StoredBlob):
+    """A whole-blob upload's answer: also the bytes really stored (after chunk dedup)."""
+
+    bytes_stored: int
 
 
 # --- pushes -----------------------------------------------------------------------------
@@ -241,11 +248,41 @@ class TagDeleted(Body):
     deleted: bool
 
 
-class Identity(Body):
+class Identity(Body, omit_defaults=True):
     """How the registry sees a request's token (``GET /api/v1/whoami``)."""
 
     auth: str
     scopes: list[str]
+    # None: a global token (or none); else the namespaces the token acts in.
+    namespaces: list[str] | None = None
+
+
+# --- namespaces -------------------------------------------------------------------------
+
+
+class NamespacePut(RequestBody):
+    SHAPE: ClassVar[str] = '{"visibility": "public"} or {"visibility": "private"}'
+
+    visibility: str
+
+
+class NamespaceSummary(Body):
+    name: str
+    visibility: str
+    created_at: str | None
+    models: int | None = None
+
+
+class NamespaceList(Body):
+    namespaces: list[NamespaceSummary]
+
+
+class NamespaceDetail(Body):
+    name: str
+    visibility: str
+    created_at: str | None
+    models: int
+    model_names: list[str]
 
 
 # --- stats ------------------------------------------------------------------------------
@@ -271,8 +308,12 @@ class Chunking(Body):
     hash: str
     min_file_bytes: int
     max_batch_bytes: int
+    max_batch_records: int
     max_query: int
     max_assemble: int
+    max_assemble_ratio: float
+    assemble_ratio_min_bytes: int
+    max_concurrent_uploads: int
 
 
 class MissingChunksQuery(RequestBody):
@@ -304,7 +345,9 @@ class FileChunk(Body):
     size: int
 
 
-class Reconstruction(Body):
+class Reconstruction(Body, omit_defaults=True):
+    """A file's chunks; a file stored whole has ``"chunked": false`` and no ``chunks`` key."""
+
     sha256: str
     size: int
     chunked: bool

@@ -59,7 +59,9 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         if not self.transport.is_closing():
             self.transport.close()
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(  # type: ignore[override]  # uvicorn's signature (asyncio's is wider)
+        self, transport: asyncio.Transport
+    ) -> None:
         super().connection_made(transport)
         self._arm_header_timer()
 
@@ -84,12 +86,13 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         that arrive while one waits are uvicorn's to join, as before.
         """
         cycle = self.cycle
-        if cycle.body or cycle.response_complete or self.parser.should_upgrade():
-            if isinstance(cycle.body, bytes):
-                cycle.body = bytearray(cycle.body)
+        pending: bytes | bytearray = cycle.body  # bytes: a piece the line below handed on
+        if pending or cycle.response_complete or self.parser.should_upgrade():
+            if isinstance(pending, bytes):
+                cycle.body = bytearray(pending)
             super().on_body(body)
             return
-        cycle.body = body
+        cycle.body = body  # type: ignore[assignment]  # uvicorn says bytearray: see docstring
         if len(body) > HIGH_WATER_LIMIT:
             self.flow.pause_reading()
         cycle.message_event.set()

@@ -17,10 +17,10 @@ from typing import Any
 import anyio
 from litestar import MediaType, Request, Response, post
 
-from registry.errors import InvalidRequest, StorageUnavailable
+from registry.errors import InferenceElsewhere, InvalidRequest, StorageUnavailable
 from registry.http.auth import require_push
 from registry.http.deps import read_body
-from registry.http.overload import IngestGate
+from registry.http.overload import IngestGate, ingest_client
 from registry.http.routing import get
 from registry.services.context import RegistryContext
 from registry.services.names import parse_version, validate_model_name
@@ -97,7 +97,7 @@ async def load_model(
     request: Request, ctx: RegistryContext, ingest_gate: IngestGate, name: str
 ) -> ModelVersions | dict[str, Any]:
     validate_model_name(name)  # before reading what may be a large body
-    async with ingest_gate.slot() as limiter:
+    async with ingest_gate.slot(ingest_client(request)) as limiter:
         raw = await read_body(request, ctx.settings.max_v2_body_bytes)
         params = await anyio.to_thread.run_sync(parse_load_body, raw, limiter=limiter)
         del raw
@@ -192,6 +192,18 @@ async def verify_self_test(
     )
 
 
+INFER_HINT = (
+    "this registry is a model repository, not an inference server: inference runs in "
+    "Triton; send infer requests to your Triton server's /v2/models/{name}/infer "
+    "(GET /v2/models/{name}/self_tests/0 here gives a ready-made request body)"
+)
+
+
+@post(_paths("/infer"), summary="404 with a hint: inference runs in Triton", tags=["v2"])
+async def infer(name: str, version: str | None = None) -> None:
+    raise InferenceElsewhere(INFER_HINT.format(name=name))
+
+
 ROUTES: list[Any] = [
     server_metadata,
     health_live,
@@ -204,4 +216,5 @@ ROUTES: list[Any] = [
     model_ready,
     self_test_request,
     verify_self_test,
+    infer,
 ]

@@ -24,7 +24,7 @@ from registry.errors import NotFound
 from registry.http.routing import get
 from registry.services import webviews
 from registry.services.context import RegistryContext
-from registry.services.names import parse_version
+from registry.services.names import is_namespace, parse_version
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
@@ -76,7 +76,7 @@ def _allowed_link(url: str) -> bool:
 @lru_cache(maxsize=1)
 def _markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False})
-    md.validateLink = _allowed_link  # type: ignore[method-assign]
+    md.validateLink = _allowed_link  # type: ignore[method-assign]  # markdown-it's own hook
     return md
 
 
@@ -197,6 +197,22 @@ def index_page(
     return page("index.html", q=q, sort=sort, cursor=cursor or "", **data)
 
 
+@get("/{namespace:str}", sync_to_thread=True, include_in_schema=False)
+def namespace_page(
+    ctx: RegistryContext,
+    namespace: str,
+    q: str | None = None,
+    sort: str = "name",
+    cursor: str | None = None,
+) -> Response[str]:
+    """``/acme``: a namespace's models (404, as for none, when it is private to others)."""
+    if not is_namespace(namespace):  # any other top-level path: not a page
+        raise NotFound(f"no page at /{namespace}")
+    q = (q or "").strip()
+    data = webviews.listing(ctx, q=q, sort=sort, cursor=cursor or None, namespace=namespace)
+    return page("index.html", q=q, sort=sort, cursor=cursor or "", **data)
+
+
 @get("/models/{name:str}", sync_to_thread=True, include_in_schema=False)
 def model_page(ctx: RegistryContext, name: str, version: str | None = None) -> Response[str]:
     view = webviews.model_view(ctx, name, parse_version(version))
@@ -221,6 +237,7 @@ def _carton_page(ctx: RegistryContext, view: webviews.CartonView) -> Response[st
         description=render_markdown(view.carton["description"], view.misc),
         slim_url=f"/cartons/{sha}.carton",
         full_url=f"/cartons/{sha}.carton?form=full",
+        download_sizes=webviews.download_sizes(ctx, sha),
         snippet=[  # lines: each wraps on its own, continuations indented (style.css)
             "import cartonml as carton",
             f'model = await carton.load("{public_url}/cartons/{sha}.carton")',
@@ -258,4 +275,4 @@ def static_file(name: str) -> Response[bytes]:
 
 # ``carton_page`` is not registered here: registry.http.cartons owns ``/cartons/{file}``
 # (Litestar allows one handler per path) and calls it for names without ``.carton``.
-ROUTES: list[Any] = [index_page, model_page, stats_page, static_file]
+ROUTES: list[Any] = [index_page, namespace_page, model_page, stats_page, static_file]

@@ -21,8 +21,9 @@ edge maps them all). Where things are:
 - shared: ``names`` (name, version and digest rules), ``rendering`` (JSON values),
   ``caches`` and ``observers`` (what the context holds between calls)
 
-May import ``registry.carton``, ``registry.blobstore``, ``registry.db``,
-``registry.settings`` and ``registry.errors`` (``triton/`` also ``registry.triton`` and
-the package's ``__version__``); never ``registry.http``, ``registry.app`` or the CLI.
+May import ``registry.carton``, ``registry.chunking``, ``registry.blobstore``,
+``registry.db``, ``registry.settings`` and ``registry.errors`` (``triton/`` also
+``registry.triton`` and the package's ``__version__``); never ``registry.http``,
+``registry.app`` or the CLI.
 ``tests/unit/test_layering.py`` holds every package to its sentence.
 """

@@ -18,16 +18,24 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import or_, select, update
 
-from registry.db.tables import ApiToken, utcnow
-from registry.errors import InvalidName, InvalidScope, TokenNameTaken, TokenNotFound
+from registry.db.tables import ApiToken, Namespace, utcnow
+from registry.errors import (
+    InvalidName,
+    InvalidScope,
+    NamespaceNotFound,
+    TokenNameTaken,
+    TokenNotFound,
+)
 from registry.services.context import RegistryContext
 from registry.services.freshness import bump_generation, current_generation, wait_for_readers
+from registry.services.names import validate_namespace
 from registry.services.rendering import iso
 
 SCOPES = ("pull", "push", "delete", "admin")
@@ -64,6 +72,12 @@ def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
+def parse_namespaces(text: str) -> frozenset[str] | None:
+    """``api_tokens.namespaces``: None for a global token ("")."""
+    names = frozenset(n for n in text.split(",") if n)
+    return names or None
+
+
 @dataclass(frozen=True)
 class TokenInfo:
     id: int
@@ -72,6 +86,7 @@ class TokenInfo:
     created_at: datetime | None
     last_used_at: datetime | None
     revoked_at: datetime | None
+    namespaces: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, row: ApiToken) -> TokenInfo:
@@ -82,6 +97,7 @@ class TokenInfo:
             created_at=row.created_at,
             last_used_at=row.last_used_at,
             revoked_at=row.revoked_at,
+            namespaces=tuple(sorted(parse_namespaces(row.namespaces or "") or ())),
         )
 
     @property
@@ -94,6 +110,7 @@ class TokenInfo:
             "name": self.name,
             "scope": self.scope,
             "scopes": list(self.scopes),
+            "namespaces": list(self.namespaces) or None,
             "created_at": iso(self.created_at),
             "last_used_at": iso(self.last_used_at),
             "revoked": self.revoked_at is not None,
@@ -101,8 +118,14 @@ class TokenInfo:
         }
 
 
-def create_token(ctx: RegistryContext, name: str | None, scope: str) -> tuple[str, TokenInfo]:
-    """A new token; the plaintext is returned here once and never stored."""
+def create_token(
+    ctx: RegistryContext, name: str | None, scope: str, namespaces: Sequence[str] = ()
+) -> tuple[str, TokenInfo]:
+    """A new token; the plaintext is returned here once and never stored.
+
+    With ``namespaces`` it acts only inside them (each must exist); without, it is global.
+    """
+    spaces = sorted({validate_namespace(ns) for ns in namespaces})
     granted = expand_scopes(scope)
     if not granted:
         raise InvalidScope("a token needs a scope")
@@ -112,13 +135,18 @@ def create_token(ctx: RegistryContext, name: str | None, scope: str) -> tuple[st
         raise InvalidName("token name: 1-255 characters, not only digits (ids are numbers)")
     token = new_token()
     with ctx.transaction() as session:
+        unknown = [ns for ns in spaces if session.get(Namespace, ns) is None]
+        if unknown:
+            raise NamespaceNotFound(f"no namespace named {unknown[0]!r}")
         if name:
             clash = session.scalar(
                 select(ApiToken.id).where(ApiToken.name == name, ApiToken.revoked_at.is_(None))
             )
             if clash is not None:
                 raise TokenNameTaken(f"an active token named {name!r} exists (id {clash})")
-        row = ApiToken(name=name or "", token_hash=hash_token(token), scopes=top)
+        row = ApiToken(
+            name=name or "", token_hash=hash_token(token), scopes=top, namespaces=",".join(spaces)
+        )
         session.add(row)
         session.flush()
         if not name:
@@ -162,33 +190,51 @@ class Grant:
 
     scopes: frozenset[str]
     marked_at: float  # time.monotonic()
+    token_id: int = 0
+    namespaces: frozenset[str] | None = None  # None: a global token
+
+
+def cached_grant(ctx: RegistryContext, bearer: str) -> Grant | None:
+    """A token's grant if this process knows it is valid and marked it used lately; no I/O."""
+    facts = ctx.caches.facts
+    if facts.current() is None:
+        return None
+    grant: Grant | None = facts.tokens.get(hash_token(bearer))
+    if grant is None or time.monotonic() - grant.marked_at >= LAST_USED_SECONDS:
+        return None
+    return grant
 
 
 def cached_scopes(ctx: RegistryContext, bearer: str) -> frozenset[str] | None:
     """A token's scopes if this process knows it is valid and marked it used lately; no I/O."""
-    facts = ctx.caches.facts
-    if facts.current() is None:
-        return None
-    grant = facts.tokens.get(hash_token(bearer))
-    if grant is None or time.monotonic() - grant.marked_at >= LAST_USED_SECONDS:
-        return None
-    return grant.scopes
+    grant = cached_grant(ctx, bearer)
+    return None if grant is None else grant.scopes
 
 
 def authenticate(ctx: RegistryContext, bearer: str | None) -> frozenset[str] | None:
     """The scopes of a valid, unrevoked token, or None. Marks it used (at most once a minute)."""
+    grant = authenticate_grant(ctx, bearer)
+    return None if grant is None else grant.scopes
+
+
+def authenticate_grant(ctx: RegistryContext, bearer: str | None) -> Grant | None:
+    """A valid, unrevoked token's grant, or None. Marks it used (at most once a minute)."""
     if not bearer or not bearer.startswith(TOKEN_PREFIX) or len(bearer) > 200:
         return None
     generation = current_generation(ctx)  # re-read once trusted no more: facts may be gone
-    known = cached_scopes(ctx, bearer)
+    known = cached_grant(ctx, bearer)
     if known is not None:
         return known
     digest = hash_token(bearer)
     with ctx.sessions() as session:
         row = session.execute(
-            select(ApiToken.id, ApiToken.scopes, ApiToken.last_used_at, ApiToken.revoked_at).where(
-                ApiToken.token_hash == digest
-            )
+            select(
+                ApiToken.id,
+                ApiToken.scopes,
+                ApiToken.namespaces,
+                ApiToken.last_used_at,
+                ApiToken.revoked_at,
+            ).where(ApiToken.token_hash == digest)
         ).first()
         session.rollback()
     if row is None or row.revoked_at is not None:
@@ -210,6 +256,7 @@ def authenticate(ctx: RegistryContext, bearer: str | None) -> frozenset[str] | N
         scopes = expand_scopes(row.scopes)
     except InvalidScope:
         return None
+    grant = Grant(scopes, time.monotonic(), row.id, parse_namespaces(row.namespaces or ""))
     facts = ctx.caches.facts
-    facts.remember(facts.tokens, digest, Grant(scopes, time.monotonic()), generation)
-    return scopes
+    facts.remember(facts.tokens, digest, grant, generation)
+    return grant

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, BinaryIO
+from typing import Any
 
 from sqlalchemy import select
 
 from registry.blobstore.errors import BlobDigestMismatch
-from registry.carton.streams import CHUNK
+from registry.carton.streams import CHUNK, Readable
 from registry.db.queries import in_chunks
 from registry.db.tables import Blob
 from registry.errors import InvalidBody, UploadTooLarge
+from registry.services.chunkstore.damage import damaged_files
+from registry.services.chunkstore.files import FileWriter
 from registry.services.chunkstore.index import record_files
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease
 from registry.services.names import require_sha256
+from registry.services.private_dedup import record_uploads, restricted, usable_blobs
 
 MAX_MISSING_QUERY = 100_000
 _STAT_THREADS = 8
@@ -36,13 +39,12 @@ def stored_subset(ctx: RegistryContext, hashes: Iterable[str]) -> set[str]:
 
 
 def missing_blobs(ctx: RegistryContext, hashes: Iterable[object]) -> list[str]:
-    """Blobs a client must upload: no row, or a whole blob's row whose object was lost."""
+    """Blobs a client must upload: no row, a whole blob's row whose object was lost, or a
+    chunked file over a chunk recorded as damaged (its chunks are then negotiated)."""
     given = list(hashes)
     if len(given) > MAX_MISSING_QUERY:
         raise InvalidBody(f"at most {MAX_MISSING_QUERY} hashes per request")
-    for h in given:
-        require_sha256(h, "sha256")
-    wanted: list[str] = list(dict.fromkeys(given))  # type: ignore[arg-type]
+    wanted = list(dict.fromkeys(require_sha256(h, "sha256") for h in given))
     rows: dict[str, bool] = {}
     with ctx.sessions() as session:
         for chunk in in_chunks(wanted):
@@ -50,13 +52,18 @@ def missing_blobs(ctx: RegistryContext, hashes: Iterable[object]) -> list[str]:
                 select(Blob.sha256, Blob.chunked).where(Blob.sha256.in_(chunk))
             ):
                 rows[r.sha256] = bool(r.chunked)
+        if rows and restricted(session):  # present only if the caller may already read it
+            usable = usable_blobs(ctx, session, rows)
+            rows = {sha: chunked for sha, chunked in rows.items() if sha in usable}
+        damaged = damaged_files(session, [sha for sha, chunked in rows.items() if chunked])
     whole = [sha for sha, chunked in rows.items() if not chunked]
-    present = {sha for sha, chunked in rows.items() if chunked} | stored_subset(ctx, whole)
+    chunked = {sha for sha, is_chunked in rows.items() if is_chunked} - damaged
+    present = chunked | stored_subset(ctx, whole)
     return [h for h in wanted if h not in present]
 
 
 class _Limited:
-    def __init__(self, raw: BinaryIO, limit: int) -> None:
+    def __init__(self, raw: Readable, limit: int) -> None:
         self._raw, self._limit, self._seen = raw, limit, 0
 
     def read(self, size: int = -1) -> bytes:
@@ -67,7 +74,7 @@ class _Limited:
         return data
 
 
-def put_blob(ctx: RegistryContext, sha256: str, stream: BinaryIO) -> dict[str, Any]:
+def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, Any]:
     """Store one blob (chunked when large), verified against its name, then its row.
 
     The row makes it visible to dedup queries; unreferenced, it is collected by GC
@@ -75,11 +82,13 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: BinaryIO) -> dict[str, A
     proves GC took nothing.
     """
     require_sha256(sha256, "sha256")
+    with ctx.sessions() as session:
+        hidden_before = restricted(session) and sha256 not in usable_blobs(ctx, session, [sha256])
     source = _Limited(stream, ctx.settings.max_upload_bytes)
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
         try:
-            writer = packs.file_writer()
+            writer = FileWriter(packs)
             for data in iter(lambda: source.read(CHUNK), b""):
                 writer.write(data)
             layout = writer.close()
@@ -88,13 +97,16 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: BinaryIO) -> dict[str, A
             packs.finish()
             with ctx.transaction() as session:
                 lease.fence(session)
-                new = record_files(session, [layout], packs.publish(session))
+                new = record_files(session, [layout], packs.pack_ids(session))
                 lease.release(session)
-            packs.published()
         except BaseException:
             packs.discard()
             raise
     ctx.caches.index_changed()
     # Created: the blob could not be served before (an object left without a row could).
     created = bool(new) and (layout.chunked or sha256 in packs.created_whole)
-    return {"sha256": sha256, "size": layout.size, "created": created}
+    stored = layout.new_chunk_bytes if layout.chunked else (layout.size if created else 0)
+    if hidden_before:  # stored already, for someone else: new to this caller, as it knows
+        created, stored = True, layout.size
+    record_uploads(ctx, [sha256])
+    return {"sha256": sha256, "size": layout.size, "created": created, "bytes_stored": stored}

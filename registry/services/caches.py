@@ -148,6 +148,8 @@ class ReadFacts:
         self.cartons: LruCache[tuple[str, str], ExportedCarton] = LruCache(LAYOUTS_MAX)
         self.small_blobs: LruCache[str, bytes] = LruCache(SMALL_BLOBS_MAX_BYTES, weigh=len)
         self.tokens: LruCache[str, Grant] = LruCache(TOKENS_MAX)
+        # The private namespaces' names (one entry); visibility changes bump the generation.
+        self.private: LruCache[str, frozenset[str]] = LruCache(1)
 
     def current(self) -> int | None:
         """The trusted generation, or None when it must be read again (no I/O)."""
@@ -165,6 +167,7 @@ class ReadFacts:
                     self.cartons,
                     self.small_blobs,
                     self.tokens,
+                    self.private,
                 ):
                     cache.clear()
                 self.generation = generation
@@ -202,7 +205,7 @@ def changes_index(
     """Bump the context's local generation once ``func(ctx, ...)`` is over (committed or not)."""
 
     @functools.wraps(func)
-    def wrapper(ctx: RegistryContext, *args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(ctx: RegistryContext, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(ctx, *args, **kwargs)
         finally:

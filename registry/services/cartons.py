@@ -11,6 +11,12 @@ from registry.carton.config import TensorSpec, parse_carton_toml
 from registry.carton.digests import DIGEST_SCHEME, MIN_PREFIX, is_hash_prefix, is_sha256
 from registry.db.tables import Carton, Model, Tag, Version
 from registry.errors import AmbiguousReference, CartonNotFound, InvalidDigest
+from registry.services.access import (
+    carton_readable,
+    hidden_namespaces,
+    readable_carton_condition,
+    visible_models,
+)
 from registry.services.context import RegistryContext
 from registry.services.names import require_sha256
 from registry.services.rendering import iso
@@ -19,7 +25,7 @@ from registry.services.rendering import iso
 def get_carton_row(session: Session, manifest_sha256: str) -> Carton:
     require_sha256(manifest_sha256)
     carton = session.get(Carton, manifest_sha256)
-    if carton is None:
+    if carton is None or not carton_readable(session, manifest_sha256, hidden_namespaces(session)):
         raise CartonNotFound(f"no carton with manifest hash {manifest_sha256}")
     return carton
 
@@ -42,11 +48,12 @@ def find_carton_row(session: Session, ref: str) -> Carton:
             f"optionally after {DIGEST_SCHEME!r}, or a unique prefix of at least "
             f"{MIN_PREFIX} of them"
         )
+    hidden = hidden_namespaces(session)
+    query = select(Carton.manifest_sha256).where(Carton.manifest_sha256.startswith(digest))
+    if hidden:
+        query = query.where(readable_carton_condition(hidden, Carton.manifest_sha256))
     matches = session.scalars(
-        select(Carton.manifest_sha256)
-        .where(Carton.manifest_sha256.startswith(digest))
-        .order_by(Carton.manifest_sha256)
-        .limit(_CANDIDATES_SHOWN + 1)
+        query.order_by(Carton.manifest_sha256).limit(_CANDIDATES_SHOWN + 1)
     ).all()
     if not matches:
         raise CartonNotFound(f"no carton's manifest hash starts with {digest}")
@@ -63,12 +70,16 @@ def find_carton_row(session: Session, ref: str) -> Carton:
 def carton_json(session: Session, carton: Carton) -> dict[str, Any]:
     """Metadata of one carton: parsed carton.toml, files, and where it is versioned/tagged."""
     config = parse_carton_toml(carton.carton_toml)
-    versions = session.execute(
+    query = (
         select(Model.name, Version.version, Version.state, Version.state_reason, Version.id)
         .join(Model, Model.id == Version.model_id)
         .where(Version.manifest_sha256 == carton.manifest_sha256)
         .order_by(Model.name, Version.version)
-    ).all()
+    )
+    shown = visible_models(hidden_namespaces(session))
+    if shown is not None:
+        query = query.where(shown)
+    versions = session.execute(query).all()
     tags_by_version: dict[int, list[str]] = {}
     if versions:
         for tag_name, version_id in session.execute(
@@ -87,7 +98,7 @@ def carton_json(session: Session, carton: Carton) -> dict[str, Any]:
             "runner_name": carton.runner_name,
             "required_framework_version": carton.framework_version,
             "runner_compat_version": carton.runner_compat_version,
-            "opts": config.runner.opts if config.runner else {},
+            "opts": config.runner.opts,
         },
         "required_platforms": carton.required_platforms,
         "inputs": [_tensor_spec_json(t) for t in config.inputs],

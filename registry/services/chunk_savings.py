@@ -141,9 +141,9 @@ def version_shares(
             cache.put((previous, current), value)
     shares: dict[int, VersionShare] = {}
     for (before, previous), (number, current) in pairs:
-        value = known[(previous, current)]
-        assert value is not None
-        shares[number] = VersionShare(before, *value)
+        shared = known[(previous, current)]
+        assert shared is not None
+        shares[number] = VersionShare(before, *shared)
     return shares
 
 

@@ -4,6 +4,15 @@ uploads, assembling a file from stored chunks, and a file's chunk list for pulls
 Nothing a client sends is trusted: every uploaded chunk is hashed against its
 name, and an assembled file is read back from the store and hashed against its
 sha256 before it exists as a blob.
+
+What one request may cost is bounded whatever it holds. An upload counts records as
+well as bytes: a record shorter than the chunker's ``min_size`` can only be a file's
+last chunk, and is charged as ``min_size`` bytes (so a body of tiny records holds no
+more records than one of real chunks). An assembly is refused before a byte is hashed
+when its chunks could not be FastCDC's cut of a file (a chunk before the last shorter
+than ``min_size``, sizes that do not add up) or when the file would be mostly repeats
+(``REGISTRY_MAX_ASSEMBLE_RATIO``); it runs in its caller's ingest slot. Errors name
+what was wrong with the request, never sizes or digests of stored chunks.
 """
 
 from __future__ import annotations
@@ -14,16 +23,17 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from itertools import accumulate
-from typing import Any, BinaryIO
+from typing import Any
 
 from sqlalchemy import select
 
-from registry.blobstore.chunking import chunk_hash
 from registry.carton.digests import is_sha256
-from registry.carton.streams import MiB
+from registry.carton.streams import MiB, Readable
+from registry.chunking import chunk_hash
 from registry.db.queries import in_chunks
 from registry.db.tables import Chunk, Pack
 from registry.errors import (
+    AmplifiedAssembly,
     ChunkMismatch,
     ChunksMissing,
     InvalidBody,
@@ -32,6 +42,8 @@ from registry.errors import (
     ReassemblyMismatch,
     UploadTooLarge,
 )
+from registry.services.access import require_blob_readable
+from registry.services.chunkstore.damage import undamaged_copy
 from registry.services.chunkstore.index import record_files
 from registry.services.chunkstore.layout import (
     ChunkRef,
@@ -44,6 +56,7 @@ from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease
 from registry.services.names import require_sha256
+from registry.services.private_dedup import record_uploads, restricted, usable_blobs, usable_chunks
 from registry.services.stored_blobs import stored_blob
 
 MAX_BATCH_BYTES = 64 * MiB
@@ -58,29 +71,47 @@ LOOKUP_WINDOW = 50_000
 _RECORD = struct.Struct(">32sI")
 
 
+def max_batch_records(ctx: RegistryContext) -> int:
+    """Records one upload may hold: ``MAX_BATCH_BYTES`` of chunks of at least ``min_size``."""
+    return max(1, MAX_BATCH_BYTES // ctx.chunk_params.min_size)
+
+
+def max_upload_body(ctx: RegistryContext) -> int:
+    """The largest upload body: the most chunk bytes and records, with their headers."""
+    return MAX_BATCH_BYTES + max_batch_records(ctx) * _RECORD.size
+
+
 def chunking(ctx: RegistryContext) -> dict[str, Any]:
-    """What a client needs to cut files exactly as the registry does."""
+    """What a client needs to cut files exactly as the registry does, and to send them."""
+    settings = ctx.settings
+    slots = settings.max_concurrent_pushes
     return {
         **ctx.chunk_params.as_json(),
-        "min_file_bytes": ctx.settings.chunk_min_file_bytes,
+        "min_file_bytes": settings.chunk_min_file_bytes,
         "max_batch_bytes": MAX_BATCH_BYTES,
+        "max_batch_records": max_batch_records(ctx),
         "max_query": MAX_QUERY,
         "max_assemble": MAX_ASSEMBLE,
+        "max_assemble_ratio": settings.max_assemble_ratio,
+        "assemble_ratio_min_bytes": settings.assemble_ratio_min_bytes,
+        "max_concurrent_uploads": min(settings.max_concurrent_pushes_per_client or slots, slots),
     }
 
 
 def _chunk_names(values: Iterable[object], limit: int) -> list[str]:
-    names = list(values)
-    if len(names) > limit:
+    given = list(values)
+    if len(given) > limit:
         raise InvalidBody(f"at most {limit} chunks per request")
-    for name in names:
+    names: list[str] = []
+    for name in given:
         if not is_sha256(name):  # BLAKE3 names are 64 lowercase hex digits too
             raise InvalidDigest(f"invalid chunk name {name!r}: expected 64 lowercase hex digits")
-    return names  # type: ignore[return-value]
+        names.append(name)
+    return names
 
 
 def missing_chunks(ctx: RegistryContext, values: Iterable[object]) -> list[str]:
-    """The chunks the registry cannot read from a live pack."""
+    """The chunks the registry cannot read from a live pack (or only from a damaged copy)."""
     names = _chunk_names(values, MAX_QUERY)
     present: set[str] = set()
     with ctx.sessions() as session:
@@ -89,9 +120,11 @@ def missing_chunks(ctx: RegistryContext, values: Iterable[object]) -> list[str]:
                 session.scalars(
                     select(Chunk.hash)
                     .join(Pack, Pack.id == Chunk.pack_id)
-                    .where(Chunk.hash.in_(batch), Pack.retired_at.is_(None))
+                    .where(Chunk.hash.in_(batch), Pack.retired_at.is_(None), undamaged_copy())
                 )
             )
+        if present and restricted(session):  # present only if the caller may already read it
+            present &= usable_chunks(ctx, session, present)
     return [n for n in dict.fromkeys(names) if n not in present]
 
 
@@ -99,7 +132,7 @@ class _Pieces:
     """A body read in the pieces its stream gives, handed out as views into them: a
     record's bytes are copied only when they span two pieces."""
 
-    def __init__(self, body: BinaryIO) -> None:
+    def __init__(self, body: Readable) -> None:
         self._body = body
         self._piece = memoryview(b"")
         self._at = 0
@@ -110,7 +143,8 @@ class _Pieces:
             self._at += n
             return self._piece[self._at - n : self._at]
         rest = self._piece[self._at :]
-        parts = [rest] if len(rest) else []  # a record at a piece's start is not copied
+        # A record at a piece's start is not copied.
+        parts: list[bytes | memoryview] = [rest] if len(rest) else []
         got = len(rest)
         while got < n:
             piece = self._body.read(RECEIVE_PIECE)
@@ -128,7 +162,7 @@ class _Pieces:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _records(body: BinaryIO, max_chunk: int) -> Iterable[tuple[str, bytes | memoryview]]:
+def _records(body: Readable, max_chunk: int) -> Iterable[tuple[str, bytes | memoryview]]:
     """(name, bytes) of each record of an upload body, each verified against its name."""
     pieces = _Pieces(body)
     while True:
@@ -150,21 +184,27 @@ def _records(body: BinaryIO, max_chunk: int) -> Iterable[tuple[str, bytes | memo
         yield name, data
 
 
-def store_chunks(ctx: RegistryContext, body: BinaryIO) -> dict[str, int]:
+def store_chunks(ctx: RegistryContext, body: Readable) -> dict[str, int]:
     """Store an upload's chunks (module doc); all of them, or none if one is bad."""
+    min_size, max_records = ctx.chunk_params.min_size, max_batch_records(ctx)
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
         try:
             batch: list[tuple[str, bytes | memoryview]] = []
-            size = total = count = 0
+            size = charged = count = 0
+            received: dict[str, int] = {}
             for record in _records(body, ctx.chunk_params.max_size):
                 batch.append(record)
+                received[record[0]] = len(record[1])
                 size += len(record[1])
-                total += len(record[1])
+                charged += max(len(record[1]), min_size)
                 count += 1
-                if total > MAX_BATCH_BYTES:
+                if charged > MAX_BATCH_BYTES or count > max_records:
                     raise UploadTooLarge(
-                        f"a chunk upload holds at most {MAX_BATCH_BYTES} bytes of chunks"
+                        f"a chunk upload holds at most {max_records} records and "
+                        f"{MAX_BATCH_BYTES} bytes of chunks, a chunk shorter than min_size "
+                        f"({min_size}) counting as {min_size} bytes: only a file's last "
+                        "chunk is shorter"
                     )
                 if size >= 16 * MiB:
                     packs.place(batch)
@@ -172,81 +212,147 @@ def store_chunks(ctx: RegistryContext, body: BinaryIO) -> dict[str, int]:
             packs.place(batch)
             packs.finish()
             with ctx.transaction() as session:
-                lease.fence(session)
-                packs.publish(session)
+                lease.fence(session)  # its packs were published as they were sealed
                 lease.release(session)
-            packs.published()
         except BaseException:
             packs.discard()
             raise
-    return {
-        "chunks": count,
-        "stored": packs.chunks_written,
-        "bytes_stored": packs.chunk_bytes_written,
-    }
+    stored, bytes_stored = packs.chunks_written, packs.chunk_bytes_written
+    with ctx.sessions() as session:
+        if received and restricted(session):
+            # Chunks held for others count as stored by this upload, as far as it may know.
+            unknown = set(received) - usable_chunks(ctx, session, received)
+            stored, bytes_stored = len(unknown), sum(received[n] for n in unknown)
+    record_uploads(ctx, received)
+    return {"chunks": count, "stored": stored, "bytes_stored": bytes_stored}
 
 
 def assemble_blob(
     ctx: RegistryContext, sha256: str, size: object, chunks: Iterable[object]
 ) -> dict[str, Any]:
-    """Make ``sha256`` a blob from stored chunks, verified by reading them back."""
+    """Make ``sha256`` a blob from stored chunks, verified by reading them back; refused
+    before any hashing when the request cannot be a file FastCDC cut (module doc)."""
     require_sha256(sha256, "sha256")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise InvalidBody('"size" must be a non-negative integer')
     names = _chunk_names(chunks, MAX_ASSEMBLE)
     if not names:
         raise InvalidBody("a file is assembled from at least one chunk")
+    _check_announced(ctx, sha256, size, names)
+    usable: set[str] | None = None
+    with ctx.sessions() as session:
+        if restricted(session):  # chunks the caller may not read are not there for it
+            usable = usable_chunks(ctx, session, names)
+            hidden_before = sha256 not in usable_blobs(ctx, session, [sha256])
+        else:
+            hidden_before = False
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
-        missing: list[str] = []
-        segments = segments_of(_stored_in_order(packs, names, missing))
-        if missing:
-            missing = list(dict.fromkeys(missing))
-            raise ChunksMissing(
-                f"{len(missing)} of the file's chunks are not stored, e.g. {missing[0]}",
-                missing=missing,
-            )
-        held = sum(s.length for s in segments)
-        if held != size:
-            raise ManifestMismatch(
-                f"the chunks hold {held} bytes, not the {size} announced for {sha256}"
-            )
+        found = _Located(ctx.chunk_params.min_size, len(names), usable)
+        segments = segments_of(found.refs(packs, names))
+        found.check(ctx, sha256, size)
         h, crc = hashlib.sha256(), 0
         for data in iter_file(ctx.blobs, stored_from_layout(FileLayout(sha256, size, 0, segments))):
             h.update(data)
             crc = zlib.crc32(data, crc)
         if h.hexdigest() != sha256:
-            raise ReassemblyMismatch(
-                f"the chunks reassemble to sha256 {h.hexdigest()}, not {sha256}",
-                reassembled_sha256=h.hexdigest(),
-            )
+            raise ReassemblyMismatch(f"the chunks named do not reassemble to sha256 {sha256}")
         layout = FileLayout(sha256, size, crc, segments)
         with ctx.transaction() as session:
             lease.fence(session)
-            new = record_files(session, [layout], packs.publish(session))
+            new = record_files(session, [layout], packs.pack_ids(session))
             lease.release(session)
     ctx.caches.index_changed()
-    return {"sha256": sha256, "size": size, "created": bool(new)}
+    record_uploads(ctx, [sha256])
+    return {"sha256": sha256, "size": size, "created": bool(new) or hidden_before}
 
 
-def _stored_in_order(
-    packs: PackSession, names: list[str], missing: list[str]
-) -> Iterator[ChunkRef]:
-    """Where each of ``names`` is stored, in order, a window at a time (a file of a
-    million chunks never holds a million references); the absent go to ``missing``."""
-    for start in range(0, len(names), LOOKUP_WINDOW):
-        window = names[start : start + LOOKUP_WINDOW]
-        found = packs.lookup(set(window))
-        for name in window:
-            ref = found.get(name)
-            if ref is None:
-                missing.append(name)
-            else:
+def _amplified(ctx: RegistryContext, sha256: str, size: int, distinct_bytes: int) -> None:
+    """``AmplifiedAssembly`` unless ``size`` is within the ratio of ``distinct_bytes``."""
+    settings = ctx.settings
+    allowed = max(settings.assemble_ratio_min_bytes, settings.max_assemble_ratio * distinct_bytes)
+    if size > allowed:
+        raise AmplifiedAssembly(
+            f"{sha256}: {size} bytes is too many repeats of too few distinct chunks; a file "
+            f"assembled from chunks may be at most REGISTRY_MAX_ASSEMBLE_RATIO "
+            f"({settings.max_assemble_ratio:g}) times the bytes of its distinct chunks past "
+            f"REGISTRY_ASSEMBLE_RATIO_MIN_BYTES ({settings.assemble_ratio_min_bytes}): "
+            f"upload it whole (PUT /api/v1/blobs/{sha256})"
+        )
+
+
+def _check_announced(ctx: RegistryContext, sha256: str, size: int, names: list[str]) -> None:
+    """What the request alone shows, before the store is asked anything: a size that
+    chunks this many cannot make, over the upload limit, or surely too amplified."""
+    params, limit = ctx.chunk_params, ctx.settings.max_upload_bytes
+    if size > limit:
+        raise UploadTooLarge(
+            f"{sha256}: a file assembled from chunks is at most REGISTRY_MAX_UPLOAD_BYTES "
+            f"({limit} bytes), like one uploaded whole"
+        )
+    n = len(names)
+    if not (n - 1) * params.min_size < size <= n * params.max_size:
+        raise InvalidBody(
+            f"{n} chunks cannot make {size} bytes: each is {params.min_size} to "
+            f"{params.max_size} bytes (min_size, max_size), the last 1 to {params.max_size}"
+        )
+    _amplified(ctx, sha256, size, len(set(names)) * params.max_size)
+
+
+class _Located:
+    """Where each named chunk is stored, and what the request's list adds up to."""
+
+    def __init__(self, min_size: int, count: int, usable: set[str] | None = None) -> None:
+        self.min_size, self.last = min_size, count - 1
+        self.usable = usable  # None: every stored chunk; else only these count as stored
+        self.missing: list[str] = []
+        self.held = self.distinct = 0
+        self.short_at: int | None = None  # a chunk before the last, under min_size
+
+    def refs(self, packs: PackSession, names: list[str]) -> Iterator[ChunkRef]:
+        """Each found chunk in order, a window at a time (a file of a million chunks never
+        holds a million references); the absent go to ``missing``."""
+        seen: set[str] = set()
+        for start in range(0, len(names), LOOKUP_WINDOW):
+            window = names[start : start + LOOKUP_WINDOW]
+            found = packs.lookup(set(window))
+            for at, name in enumerate(window, start):
+                ref = found.get(name)
+                if ref is None or (self.usable is not None and name not in self.usable):
+                    self.missing.append(name)
+                    continue
+                self.held += ref.length
+                if name not in seen:
+                    seen.add(name)
+                    self.distinct += ref.length
+                if ref.length < self.min_size and at != self.last and self.short_at is None:
+                    self.short_at = at
                 yield ref
+
+    def check(self, ctx: RegistryContext, sha256: str, size: int) -> None:
+        """Every chunk stored, only the last one short, the announced size, not too many
+        repeats: what the list must be before its bytes are read."""
+        if self.missing:
+            missing = list(dict.fromkeys(self.missing))
+            raise ChunksMissing(
+                f"{len(missing)} of the file's chunks are not stored, e.g. {missing[0]}",
+                missing=missing,
+            )
+        if self.short_at is not None:
+            raise InvalidBody(
+                f"chunk {self.short_at} of the list is shorter than min_size "
+                f"({self.min_size}); only a file's last chunk may be"
+            )
+        if self.held != size:
+            raise ManifestMismatch(
+                f"the chunks named do not add up to the {size} bytes announced for {sha256}"
+            )
+        _amplified(ctx, sha256, size, self.distinct)
 
 
 def reconstruction(ctx: RegistryContext, sha256: str) -> dict[str, Any]:
     """A file's chunks in order, with their offsets in the file, for clients with a cache."""
+    require_blob_readable(ctx, sha256)
     stored = stored_blob(ctx, sha256)
     if stored.ranges is None:
         return {"sha256": sha256, "size": stored.size, "chunked": False}

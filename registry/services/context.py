@@ -13,8 +13,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from registry.blobstore import BlobStore, open_blobstore
-from registry.blobstore.chunking import ChunkParams
 from registry.carton.limits import ArchiveLimits
+from registry.chunking import ChunkParams
 from registry.db.engine import is_sqlite, make_engine, make_sessionmaker, transaction
 from registry.errors import StorageNotReady
 from registry.services.caches import Caches
@@ -96,16 +96,8 @@ class RegistryContext:
 
     @property
     def archive_limits(self) -> ArchiveLimits:
-        s = self.settings
-        return ArchiveLimits(
-            max_members=s.max_members,
-            max_unpacked_bytes=s.max_unpacked_bytes,
-            max_compression_ratio=s.max_compression_ratio,
-            compression_ratio_min_bytes=s.compression_ratio_min_bytes,
-            max_expansion_ratio=s.max_expansion_ratio,
-            expansion_min_bytes=s.expansion_min_bytes,
-            max_carton_toml_bytes=s.max_carton_toml_bytes,
-        )
+        """What uploads are opened with: the settings' own (``REGISTRY_MAX_MEMBERS`` ...)."""
+        return self.settings.archive
 
     def close(self) -> None:
         self.blobs.close()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from registry.blobstore import BlobNotFound
+from registry.carton.canonical import full_etag, full_layout
 from registry.carton.links import write_links
 from registry.carton.manifest import parse_manifest
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
@@ -45,10 +46,12 @@ from registry.errors import (
     InvalidParameter,
     StorageUnavailable,
 )
+from registry.services.access import carton_is_private
 from registry.services.chunkstore.reader import StoredFile
 from registry.services.context import RegistryContext
 from registry.services.freshness import current_generation
 from registry.services.names import require_sha256
+from registry.services.signing import link_expiry, signed_query
 from registry.services.stored_blobs import (
     load_blobs,
     missing_from_store,
@@ -57,7 +60,7 @@ from registry.services.stored_blobs import (
 )
 
 FORMS = ("slim", "full")
-LAYOUT_VERSION = "1"  # bump when the rebuilt bytes change for the same inputs
+LAYOUT_VERSION = "1"  # bump when the slim form's bytes change (the full form's: carton.canonical)
 
 # Blobs up to this size have their verified bytes kept in ``ctx.caches.facts.small_blobs``.
 SMALL_BLOB_MAX = 64 * KiB
@@ -76,6 +79,9 @@ class ExportedCarton:
     filename: str
     linked: dict[str, int]  # sha256 -> size of every file left out (slim form)
     whole: bytes | None = field(default=None, repr=False, compare=False)
+    # A private model's slim carton: when its signed LINKS URLs expire (its bytes change
+    # with each signing step, ``registry.services.signing``); None: plain URLs.
+    links_expire: int | None = None
 
     @property
     def size(self) -> int:
@@ -91,13 +97,17 @@ def validate_form(form: str) -> str:
     return form
 
 
-def carton_etag(ctx: RegistryContext, manifest_sha256: str, form: str) -> str:
-    """The strong ETag of a rebuilt carton: manifest, form, and what else changes its bytes."""
+def carton_etag(
+    ctx: RegistryContext, manifest_sha256: str, form: str, links_expire: int | None = None
+) -> str:
+    """The strong ETag of a rebuilt carton: manifest, form, and what else changes its bytes
+    (a private model's signed LINKS: their expiry)."""
     if form == "full":
-        return f'"{manifest_sha256}-full-v{LAYOUT_VERSION}"'
+        return full_etag(manifest_sha256)
     s = ctx.settings
     key = f"{LAYOUT_VERSION}\n{s.public_url}\n{s.slim_inline_max_bytes}".encode()
-    return f'"{manifest_sha256}-slim-{hashlib.sha256(key).hexdigest()[:12]}"'
+    signed = f"-e{links_expire}" if links_expire is not None else ""
+    return f'"{manifest_sha256}-slim-{hashlib.sha256(key).hexdigest()[:12]}{signed}"'
 
 
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
@@ -140,7 +150,10 @@ def cached_carton(ctx: RegistryContext, manifest_sha256: str, form: str) -> Expo
     facts = ctx.caches.facts
     if facts.current() is None:
         return None
-    return facts.cartons.get((manifest_sha256, form))
+    exported = facts.cartons.get((manifest_sha256, form))
+    if exported is not None and exported.links_expire not in (None, link_expiry(ctx.settings)):
+        return None  # signed for an earlier step: sign again
+    return exported
 
 
 def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim") -> ExportedCarton:
@@ -153,10 +166,11 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
     key = (manifest_sha256, form)  # the context's settings and store are fixed
     generation = current_generation(ctx)
     facts = ctx.caches.facts
-    cached = facts.cartons.get(key)
+    cached = cached_carton(ctx, manifest_sha256, form)
     if cached is not None:
         return cached
     with ctx.sessions() as session:
+        private = form == "slim" and carton_is_private(session, manifest_sha256)
         row = session.execute(
             select(Carton.manifest, Carton.model_name).where(
                 Carton.manifest_sha256 == manifest_sha256
@@ -211,21 +225,33 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
             MANIFEST_NAME, len(raw_manifest), zlib.crc32(raw_manifest), _bytes_reader(raw_manifest)
         )
     )
+    expires = link_expiry(ctx.settings) if private and linked else None
     if linked:
         base = ctx.settings.public_url
-        links = write_links({sha: [f"{base}/blobs/{sha}"] for sha in linked})
+        if expires is not None:  # the loader sends no token: each URL carries its signature
+            urls = {
+                sha: [f"{base}/blobs/{sha}?{signed_query(ctx.settings, sha, expires)}"]
+                for sha in linked
+            }
+        else:
+            urls = {sha: [f"{base}/blobs/{sha}"] for sha in linked}
+        links = write_links(urls)
         entries.append(ZipEntry(LINKS_NAME, len(links), zlib.crc32(links), _bytes_reader(links)))
     entries.extend(files)
 
-    layout = StoredZipLayout(entries)
+    if form == "full":  # the one byte form every writer of a full carton shares
+        layout = full_layout(manifest, {e.name: (e.size, e.crc32, e.read_range) for e in entries})
+    else:
+        layout = StoredZipLayout(entries)
     exported = ExportedCarton(
         manifest_sha256=manifest_sha256,
         form=form,
         layout=layout,
-        etag=carton_etag(ctx, manifest_sha256, form),
+        etag=carton_etag(ctx, manifest_sha256, form, expires),
         filename=carton_filename(model_name, manifest_sha256, form),
         linked=linked,
         whole=b"".join(layout.iter_bytes()) if layout.size <= SMALL_CARTON_MAX_BYTES else None,
+        links_expire=expires,
     )
     facts.remember(facts.cartons, key, exported, generation)
     return exported

@@ -6,7 +6,8 @@
 - **wrong_size**: it is there, with another size than its row says;
 - **corrupt** (only with ``verify_hashes``): its bytes do not hash to its name
   (the scrub reads every referenced blob, or a random ``sample`` of them);
-- **orphans**: in the store, named by no carton. They are listed but are not
+- **orphans**: in the store, named by no carton (``orphan_files``: the same for
+  chunked files, which are rows over packs rather than store objects). They are listed but are not
   a problem by themselves: a push in progress, a ``PUT /api/v1/blobs`` waiting
   for its carton, or a deleted version's bytes that GC has not collected yet.
 
@@ -63,6 +64,12 @@ class FsckReport:
     packs_wrong_size: list[str] = field(default_factory=list)
     corrupt_chunks: list[dict[str, Any]] = field(default_factory=list)
     orphan_packs: list[str] = field(default_factory=list)
+    # Chunked files (blob rows) no carton names: an assembled file waiting for its
+    # carton, or a deleted version's file GC has not collected yet. Not a problem.
+    orphan_files: list[str] = field(default_factory=list)
+    # Damage nothing uses any more (healed by a push, or its files deleted): GC drops it.
+    unused_packs_lost: list[str] = field(default_factory=list)
+    unused_chunks_corrupt: int = 0
     packs_checked: int = 0
     chunks_hashed: int = 0
     affected_cartons: list[str] = field(default_factory=list)
@@ -220,6 +227,9 @@ def check_integrity(
     report.packs_missing, report.packs_wrong_size = packs.packs_missing, packs.packs_wrong_size
     report.corrupt_chunks, report.orphan_packs = packs.corrupt_chunks, packs.orphan_packs
     report.packs_checked, report.chunks_hashed = packs.packs_checked, packs.chunks_hashed
+    report.unused_packs_lost = packs.unused_packs_lost
+    report.unused_chunks_corrupt = packs.unused_chunks_corrupt
+    report.orphan_files = _orphan_files(ctx, referenced)
     report.blobs_checked += len(packs.files)
     report.blobs_hashed += packs.files_hashed
     report.bytes_hashed += packs.bytes_hashed
@@ -260,6 +270,16 @@ def check_integrity(
             len(report.affected_cartons),
         )
     return report
+
+
+def _orphan_files(ctx: RegistryContext, referenced: set[str]) -> list[str]:
+    """Chunked files no carton names (re-checked: a push may have named one meanwhile)."""
+    with ctx.sessions() as session:
+        chunked = session.scalars(select(Blob.sha256).where(Blob.chunked.is_(True))).all()
+        candidates = sorted(sha for sha in chunked if sha not in referenced)
+        still = referenced_blobs(session, candidates) if candidates else set()
+        session.rollback()
+    return [sha for sha in candidates if sha not in still]
 
 
 def _affected(ctx: RegistryContext, problems: dict[str, str]) -> list[str]:

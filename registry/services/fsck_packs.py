@@ -5,7 +5,10 @@ wrong size) and names the chunked files those packs damage. With hashes it
 reads each pack once, front to back, and checks every chunk's BLAKE3 against
 the pack's chunk table, naming each bad chunk (pack, index, BLAKE3) and the files
 whose segments cover it; then it reassembles every chunked file and checks its
-sha256, so a file is reported whatever broke it. Problems are re-checked
+sha256, so a file is reported whatever broke it. What it finds damaged is
+recorded in the index (``chunkstore.damage``) so negotiation asks for those
+bytes again and a push heals them; damage no file or chunk row uses any more
+(what healing left behind) is counted, not reported. Problems are re-checked
 before they are reported, as ``fsck`` does for whole blobs: a pack whose row GC
 deleted meanwhile, or a file whose chunks GC moved, is no problem.
 """
@@ -19,11 +22,12 @@ from typing import Any
 
 from sqlalchemy import select
 
-from registry.blobstore.chunking import chunk_hash
 from registry.blobstore.errors import PackNotFound
 from registry.carton.streams import CHUNK
+from registry.chunking import chunk_hash
 from registry.db.queries import in_chunks
-from registry.db.tables import Blob, BlobSegment, Pack
+from registry.db.tables import Blob, BlobSegment, Chunk, Pack
+from registry.services.chunkstore.damage import CORRUPT, MISSING, record_damage
 from registry.services.chunkstore.layout import parse_pack_table
 from registry.services.chunkstore.reader import StoredFile, iter_file, load_file, load_files
 from registry.services.context import RegistryContext
@@ -41,6 +45,9 @@ class PackFindings:
     files: dict[str, str] = field(default_factory=dict)
     bytes_hashed: int = 0
     files_hashed: int = 0
+    # Damage nothing uses any more (healed, or its files deleted): no problem; GC drops it.
+    unused_packs_lost: list[str] = field(default_factory=list)
+    unused_chunks_corrupt: int = 0
 
 
 def _packs(ctx: RegistryContext) -> tuple[dict[str, tuple[int, int]], set[str]]:
@@ -85,6 +92,18 @@ def _segments(ctx: RegistryContext, pack_id: int) -> list[tuple[str, int, int]]:
     return [(sha, int(first), int(end)) for sha, first, end in rows]
 
 
+def _indexed_copies(ctx: RegistryContext, pack_id: int, indices: set[int]) -> set[int]:
+    """Those of ``indices`` that a ``chunks`` row names as its chunk's copy."""
+    with ctx.sessions() as session:
+        found = set(
+            session.scalars(
+                select(Chunk.idx).where(Chunk.pack_id == pack_id, Chunk.idx.in_(sorted(indices)))
+            )
+        )
+        session.rollback()
+    return {int(i) for i in found}
+
+
 def _files_covering(segments: list[tuple[str, int, int]], idx: int | None) -> list[str]:
     """Files with a segment covering chunk ``idx`` (any segment when None)."""
     return sorted({sha for sha, first, end in segments if idx is None or first <= idx < end})
@@ -123,13 +142,19 @@ def _lost(ctx: RegistryContext, name: str, size: int, stored: dict[str, int]) ->
 def _report_lost(
     ctx: RegistryContext, name: str, pack_id: int, why: str, size: int, findings: PackFindings
 ) -> None:
+    """A lost pack is recorded as damaged (every chunk); a problem while a file uses it."""
+    record_damage(ctx, name, None, MISSING, "fsck")
+    files = _files_covering(_segments(ctx, pack_id), None)
+    if not files:  # every file that used it was healed or deleted: GC drops its row
+        findings.unused_packs_lost.append(name)
+        return
     if why == "missing":
         findings.packs_missing.append(name)
         problem = f"is missing pack {name} from the blob store"
     else:
         findings.packs_wrong_size.append(name)
         problem = f"has pack {name} of the wrong size in the blob store (expected {size})"
-    for sha in _files_covering(_segments(ctx, pack_id), None):
+    for sha in files:
         findings.files.setdefault(sha, problem)
 
 
@@ -171,7 +196,11 @@ def check_packs(
             continue
         entries = parse_pack_table(table)
         segments = _segments(ctx, pack_id)
-        for i in sorted(bad):
+        indexed = _indexed_copies(ctx, pack_id, bad)
+        used = {i for i in bad if _files_covering(segments, i) or i in indexed}
+        record_damage(ctx, name, sorted(used), CORRUPT, "fsck")
+        findings.unused_chunks_corrupt += len(bad - used)
+        for i in sorted(used):
             files = _files_covering(segments, i)
             findings.corrupt_chunks.append(
                 {"pack": name, "idx": i, "hash": entries[i][0], "files": files}
@@ -187,9 +216,9 @@ def check_packs(
         todo = sorted(random.sample(todo, max(0, sample)))
     for batch_start in range(0, len(todo), 100):
         with ctx.sessions() as session:
-            files = load_files(session, todo[batch_start : batch_start + 100])
+            layouts = load_files(session, todo[batch_start : batch_start + 100])
             session.rollback()
-        for sha, stored_file in files.items():
+        for sha, stored_file in layouts.items():
             problem = _reassemble(ctx, stored_file, findings)
             if problem is not None:
                 findings.files[sha] = problem

@@ -19,8 +19,10 @@ object, commit. A push that checked the store before GC's transaction is
 visible to it through its lease; a push that checks after it finds the blob
 gone and writes it again.
 
-Then the packs (``gc_packs``): dead ones deleted, mostly dead ones rewritten,
-retired and orphan ones deleted after the grace period.
+Then the packs (``gc_packs``): dead ones deleted, ones holding dead chunks
+rewritten (most dead bytes first) until at most ``max_unused`` of the live
+bytes plus 1 MiB stays dead, retired and orphan ones deleted after the grace
+period.
 
 Also: expired leases (heartbeat older than ``lease_timeout``) are deleted,
 and stale temp files go: the blob store's incomplete uploads and the spooled
@@ -43,10 +45,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, exists, select, text
+from sqlalchemy import delete, exists, func, select, text
 
 from registry.db.queries import in_chunks, referenced_blobs
-from registry.db.tables import Blob, CartonFile, LeaseBlob, UploadLease
+from registry.db.tables import Blob, BlobUpload, CartonFile, LeaseBlob, UploadLease
 from registry.errors import GcBusy
 from registry.services.caches import changes_index
 from registry.services.context import RegistryContext
@@ -64,7 +66,7 @@ BATCH = 50
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # None off POSIX: checked where used
 
 
 @dataclass
@@ -76,6 +78,7 @@ class GcReport:
     skipped_leased: int = 0
     skipped_referenced: int = 0
     leases_expired: int = 0
+    uploads_forgotten: int = 0  # blob_uploads rows past the grace setting (private_dedup)
     duration: float = 0.0
     dry_run: bool = False
     grace_seconds: float = 0.0
@@ -165,6 +168,18 @@ def _expire_leases(ctx: RegistryContext, dry_run: bool) -> int:
     return len(dead)
 
 
+def _forget_uploads(ctx: RegistryContext, dry_run: bool) -> int:
+    """Who uploaded what (``blob_uploads``) matters for ``gc_grace`` only (private_dedup):
+    older rows go, so a token that never uploads again leaves nothing behind."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=ctx.settings.gc_grace)
+    old = BlobUpload.uploaded_at < cutoff
+    with ctx.transaction() as session:
+        count = int(session.scalar(select(func.count()).select_from(BlobUpload).where(old)) or 0)
+        if count and not dry_run:
+            session.execute(delete(BlobUpload).where(old))
+        return count
+
+
 def _sweep(
     ctx: RegistryContext, candidates: dict[str, int], report: GcReport, dry_run: bool
 ) -> None:
@@ -232,21 +247,31 @@ def _clean_spool(ctx: RegistryContext, older_than: float, dry_run: bool) -> int:
 
 
 @changes_index
-def collect_garbage(ctx: RegistryContext, grace_seconds: float, dry_run: bool = False) -> GcReport:
-    """Delete unreferenced, unleased blobs older than ``grace_seconds`` (module docstring)."""
+def collect_garbage(
+    ctx: RegistryContext,
+    grace_seconds: float,
+    dry_run: bool = False,
+    max_unused: float | None = None,
+) -> GcReport:
+    """Delete unreferenced, unleased blobs older than ``grace_seconds``, and repack until
+    at most ``max_unused`` (default: the ``gc_max_unused`` setting) of the live bytes
+    plus 1 MiB stays dead in packs (module docstring)."""
     if grace_seconds < 0:
         raise ValueError("the grace period cannot be negative")
+    if max_unused is not None and not max_unused >= 0:
+        raise ValueError("max_unused cannot be negative")
     started = time.monotonic()
     report = GcReport(dry_run=dry_run, grace_seconds=grace_seconds)
     try:
         with gc_lock(ctx):
             cutoff = datetime.now(UTC) - timedelta(seconds=grace_seconds)
             report.leases_expired = _expire_leases(ctx, dry_run)
+            report.uploads_forgotten = _forget_uploads(ctx, dry_run)
             candidates = _mark(ctx, cutoff)
             report.candidates = len(candidates)
             _sweep(ctx, candidates, report, dry_run)
             gone = frozenset(report.deleted) if dry_run else frozenset()
-            collect_packs(ctx, grace_seconds, report.packs, dry_run, gone)
+            collect_packs(ctx, grace_seconds, report.packs, dry_run, gone, max_unused)
             report.bytes_freed += report.packs.pack_bytes_freed
             temp_age = max(grace_seconds, ctx.settings.lease_timeout)
             if not dry_run:

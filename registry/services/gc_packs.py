@@ -5,8 +5,11 @@ them their segments), under the same GC run lock:
 
 - **dead packs**: no segment uses any of their chunks, created before the
   cutoff, not leased: rows and object deleted;
-- **mostly dead packs**: live chunks under ``REWRITE_BELOW`` of the pack's
-  bytes: the live chunks are copied into a new pack, and in one transaction
+- **packs holding dead chunks**, most dead bytes first, until the dead bytes
+  left in the packs judged are at most ``max_unused`` (``REGISTRY_GC_MAX_UNUSED``,
+  default 2%) of the live bytes plus ``UNUSED_SLACK_BYTES`` (1 MiB), as restic's
+  ``prune --max-unused`` bounds what it leaves: the live chunks are copied into a
+  new pack, and in one transaction
   the new pack's row goes in, chunk rows and segments move to it, and the old
   pack is marked retired. Readers that loaded the old segments keep reading
   the old object until it is deleted;
@@ -31,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from registry.blobstore.base import new_pack_name
 from registry.db.queries import in_chunks
-from registry.db.tables import BlobSegment, Chunk, Pack
+from registry.db.tables import BlobSegment, Chunk, DamagedChunk, Pack
 from registry.services.chunkstore.layout import pack_table_entry, parse_pack_table
 from registry.services.context import RegistryContext
 from registry.services.freshness import bump_generation, wait_for_readers
@@ -39,8 +42,9 @@ from registry.services.leases import live_leased_packs, lock_blobs_exclusive
 
 log = logging.getLogger("registry.gc")
 
-REWRITE_BELOW = 0.5
-"""A pack whose live chunks hold less than this share of its bytes is rewritten."""
+UNUSED_SLACK_BYTES = 1024 * 1024
+"""Dead bytes GC may leave in packs beyond ``max_unused`` of the live bytes: rewriting a
+pack to free less than this is not worth its copy."""
 
 
 @dataclass
@@ -63,6 +67,10 @@ class _Liveness:
     @property
     def live_bytes(self) -> int:
         return sum(self.table[i][1] for i in self.live)
+
+    @property
+    def dead_bytes(self) -> int:
+        return self.size - self.live_bytes
 
 
 def _live_chunks(session: Session, pack_id: int, gone: frozenset[str]) -> frozenset[int]:
@@ -135,12 +143,24 @@ def _delete_dead(
     report.pack_bytes_freed += pack.size
 
 
-def _rewrite(ctx: RegistryContext, pack: _Liveness, report: PackReport, dry_run: bool) -> None:
-    """Copy the live chunks into a new pack; move rows to it; retire the old one."""
+def _rewrite(ctx: RegistryContext, pack: _Liveness, report: PackReport, dry_run: bool) -> bool:
+    """Copy the live chunks into a new pack; move rows to it; retire the old one.
+
+    False when the pack was left as it is (leased, or used anew since the mark, or a
+    live chunk of it is recorded damaged: the copy would carry the bad bytes away from
+    their record; a push heals them first, chunkstore.damage).
+    """
+    with ctx.sessions() as session:
+        damaged = set(
+            session.scalars(select(DamagedChunk.idx).where(DamagedChunk.pack_id == pack.id))
+        )
+        session.rollback()
+    if damaged & set(pack.live):
+        return False
     if dry_run:
         report.packs_rewritten += 1
-        report.pack_bytes_freed += pack.size - pack.live_bytes
-        return
+        report.pack_bytes_freed += pack.dead_bytes
+        return True
     offsets = [0]
     for _, length in pack.table:
         offsets.append(offsets[-1] + length)
@@ -172,9 +192,9 @@ def _rewrite(ctx: RegistryContext, pack: _Liveness, report: PackReport, dry_run:
             lock_blobs_exclusive(session)
             if _leased(session, ctx, pack.name):
                 report.packs_skipped_leased += 1
-                return
+                return False
             if _live_chunks(session, pack.id, frozenset()) != pack.live:
-                return  # a push indexed a file using it since the mark: judge it next run
+                return False  # a push indexed a file using it since the mark: next run
             row = Pack(
                 name=writer.name, size=writer.size, chunk_count=len(order), chunk_table=table
             )
@@ -214,6 +234,7 @@ def _rewrite(ctx: RegistryContext, pack: _Liveness, report: PackReport, dry_run:
         if not moved:
             ctx.blobs.delete_pack(writer.name)
     report.packs_rewritten += 1
+    return True
 
 
 def _delete_retired(
@@ -267,19 +288,36 @@ def collect_packs(
     report: PackReport,
     dry_run: bool,
     gone: frozenset[str] = frozenset(),
+    max_unused: float | None = None,
 ) -> None:
     """The pack phase of a GC run (module docstring); the caller holds the GC run lock.
 
     ``gone``: files whose rows a dry run's blob sweep would have deleted (a real run
     has deleted them), so that a dry run judges the packs as the real run would.
+    ``max_unused``: the share of the live bytes that may stay dead in packs (default:
+    the ``gc_max_unused`` setting).
     """
+    if max_unused is None:
+        max_unused = ctx.settings.gc_max_unused
+    if max_unused < 0:
+        raise ValueError("max_unused cannot be negative")
     now = datetime.now(UTC)
     cutoff = now - timedelta(seconds=grace_seconds)
     _delete_retired(ctx, cutoff, report, dry_run)
+    partly_dead: list[_Liveness] = []
+    live_total = 0
     for pack in _candidates(ctx, cutoff, gone):
+        live_total += pack.live_bytes
         if not pack.live:
             _delete_dead(ctx, pack, report, dry_run, gone)
-        elif pack.live_bytes < REWRITE_BELOW * pack.size:
-            _rewrite(ctx, pack, report, dry_run)
+        elif pack.dead_bytes:
+            partly_dead.append(pack)
+    allowed = max_unused * live_total + UNUSED_SLACK_BYTES
+    dead = sum(p.dead_bytes for p in partly_dead)
+    for pack in sorted(partly_dead, key=lambda p: (-p.dead_bytes, p.name)):
+        if dead <= allowed:
+            break
+        if _rewrite(ctx, pack, report, dry_run):
+            dead -= pack.dead_bytes
     orphan_age = max(grace_seconds, ctx.settings.lease_timeout)
     _delete_orphans(ctx, now - timedelta(seconds=orphan_age), report, dry_run)

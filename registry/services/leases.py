@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
 from sqlalchemy import delete, select, text, update
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
 from registry.db.engine import transaction
 from registry.db.queries import in_chunks, insert_ignore
@@ -40,10 +40,12 @@ def lock_blobs_exclusive(session: Session) -> None:
         session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _GC_LOCK_ID})
 
 
-def live_leased_packs(session: Session, names: Iterable[str], lease_timeout: float) -> set[str]:
-    """The subset of pack ``names`` named by a lease whose heartbeat is recent."""
+def live_leased_packs(
+    session: Session, names: Iterable[str], lease_timeout: float, excluding: str | None = None
+) -> set[str]:
+    """The subset of pack ``names`` named by a lease (other than ``excluding``) that is alive."""
     return _named_by_live_leases(
-        session, LeasePack.pack_name, LeasePack.lease_id, names, lease_timeout, None
+        session, LeasePack.pack_name, LeasePack.lease_id, names, lease_timeout, excluding
     )
 
 
@@ -87,7 +89,9 @@ def holder_name() -> str:
 class Lease:
     """A live upload lease, heartbeated from a daemon thread until released."""
 
-    def __init__(self, sessions, lease_timeout: float, holder: str = "") -> None:  # type: ignore[no-untyped-def]
+    def __init__(
+        self, sessions: sessionmaker[Session], lease_timeout: float, holder: str = ""
+    ) -> None:
         self._sessions = sessions
         self._timeout = lease_timeout
         self._interval = max(0.5, lease_timeout / 4)
@@ -103,7 +107,7 @@ class Lease:
         self._require_alive(session)
         insert_ignore(
             session,
-            LeaseBlob.__table__,  # type: ignore[arg-type]
+            LeaseBlob.__table__,
             [{"lease_id": self.id, "sha256": h} for h in sorted(set(hashes))],
         )
 
@@ -112,7 +116,7 @@ class Lease:
         self._require_alive(session)
         insert_ignore(
             session,
-            LeasePack.__table__,  # type: ignore[arg-type]
+            LeasePack.__table__,
             [{"lease_id": self.id, "pack_name": n} for n in sorted(set(names))],
         )
 

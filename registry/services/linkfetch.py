@@ -152,20 +152,20 @@ class PinnedBackend(httpcore.SyncBackend):
         port: int,
         timeout: float | None = None,
         local_address: str | None = None,
-        socket_options: Iterable[object] | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
         key = (host.lower().strip("[]"), port)
         with self._lock:
             trusted = key in self._trusted
             pinned = list(self._pins.get(key, ()))
         if trusted:
-            return super().connect_tcp(host, port, timeout, local_address, socket_options)  # type: ignore[arg-type]
+            return super().connect_tcp(host, port, timeout, local_address, socket_options)
         if not pinned:
             raise httpcore.ConnectError(f"refusing to connect to unchecked host {host}:{port}")
         error: Exception | None = None
         for address in pinned:
             try:
-                return super().connect_tcp(address, port, timeout, local_address, socket_options)  # type: ignore[arg-type]
+                return super().connect_tcp(address, port, timeout, local_address, socket_options)
             except httpcore.ConnectError as exc:
                 error = exc
         assert error is not None
@@ -202,6 +202,12 @@ def iter_link(
     raise LinkRefused(f"more than {MAX_REDIRECTS} redirects from {url}")
 
 
+class LinkClient(httpx.Client):
+    """An httpx client whose connections go only where ``link_pins`` allows."""
+
+    link_pins: PinnedBackend
+
+
 def make_client(policy: LinkPolicy) -> httpx.Client:
     """A client that follows no redirect by itself and connects only to checked addresses."""
     transport = httpx.HTTPTransport(trust_env=False)
@@ -210,13 +216,13 @@ def make_client(policy: LinkPolicy) -> httpx.Client:
     if not hasattr(pool, "_network_backend"):  # pragma: no cover - httpcore internals moved
         raise RuntimeError("cannot pin LINKS connections with this httpcore version")
     pool._network_backend = backend
-    client = httpx.Client(
+    client = LinkClient(
         follow_redirects=False,
         timeout=httpx.Timeout(policy.timeout),
         trust_env=False,
         transport=transport,
     )
-    client.link_pins = backend  # type: ignore[attr-defined]
+    client.link_pins = backend
     return client
 
 

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session
 
-from registry.db.tables import Carton, Model, Version
+from registry.db.tables import Carton, Model, ModelSearchTokens, Version
 from registry.errors import InvalidParameter
+from registry.services.access import hidden_namespaces, visible_models
 from registry.services.rendering import iso
+from registry.services.search import search_conditions, search_tokens
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
@@ -36,6 +37,15 @@ def search_text(name: str, carton: Carton | None) -> str:
     return " ".join(p for p in parts if p).lower()
 
 
+def _set_tokens(session: Session, model: Model, tokens: str) -> None:
+    """The model's ``field:value`` tokens (``registry.services.search``)."""
+    row = session.get(ModelSearchTokens, model.id)
+    if row is None:
+        session.add(ModelSearchTokens(model_id=model.id, tokens=tokens))
+    elif row.tokens != tokens:
+        row.tokens = tokens
+
+
 def refresh_model_listing(session: Session, model: Model) -> None:
     row = session.execute(
         select(Version.version, Carton)
@@ -48,11 +58,13 @@ def refresh_model_listing(session: Session, model: Model) -> None:
         model.latest_version = None
         model.latest_bytes = None
         model.search_text = search_text(model.name, None)
+        _set_tokens(session, model, "")
         return
     version, carton = row
     model.latest_version = version
     model.latest_bytes = carton.total_bytes
     model.search_text = search_text(model.name, carton)
+    _set_tokens(session, model, search_tokens(carton))
 
 
 def _encode_cursor(values: list[Any]) -> str:
@@ -86,10 +98,6 @@ class ModelPage:
 SORTS = ("name", "recent", "size")
 
 
-def _like_pattern(q: str) -> str:
-    return "%" + re.sub(r"([\\%_])", r"\\\1", q.lower()) + "%"
-
-
 def list_models(
     session: Session,
     *,
@@ -97,8 +105,12 @@ def list_models(
     sort: str = "name",
     limit: int = DEFAULT_PAGE,
     cursor: str | None = None,
+    namespace: str | None = None,
 ) -> ModelPage:
-    """Models with their latest version, keyset-paginated (stable and fast at any depth)."""
+    """Models with their latest version, keyset-paginated (stable and fast at any depth).
+
+    Only models the caller may read (``registry.services.access``); ``namespace`` keeps
+    one namespace's (``""``: the root namespace's)."""
     if sort not in SORTS:
         raise InvalidParameter(f"invalid sort {sort!r}: one of {', '.join(SORTS)}")
     if not 1 <= limit <= MAX_PAGE:
@@ -112,8 +124,14 @@ def list_models(
         .join(Carton, Carton.manifest_sha256 == Version.manifest_sha256)
         .where(Model.latest_version.is_not(None))
     )
+    shown = visible_models(hidden_namespaces(session))
+    if shown is not None:
+        stmt = stmt.where(shown)
+    if namespace is not None:
+        stmt = stmt.where(Model.namespace == namespace)
     if q:
-        stmt = stmt.where(Model.search_text.like(_like_pattern(q), escape="\\"))
+        stmt = stmt.where(*search_conditions(q))
+    order: list[ColumnElement[Any]]
     if sort == "name":
         order = [Model.name.asc()]
         if cursor:

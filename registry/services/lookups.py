@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from registry.services import listing, references
 from registry.services.context import RegistryContext
+from registry.services.namespaces import get_namespace_row
 
 
 def models_page(
@@ -16,10 +17,15 @@ def models_page(
     sort: str = "name",
     limit: int = listing.DEFAULT_PAGE,
     cursor: str | None = None,
+    namespace: str | None = None,
 ) -> listing.ModelPage:
     """One page of the model listing (see ``listing.list_models``)."""
     with ctx.sessions() as session:
-        return listing.list_models(session, q=q, sort=sort, limit=limit, cursor=cursor)
+        if namespace:
+            get_namespace_row(session, namespace)
+        return listing.list_models(
+            session, q=q, sort=sort, limit=limit, cursor=cursor, namespace=namespace
+        )
 
 
 def version_manifest(ctx: RegistryContext, name: str, version: int) -> str:

@@ -9,13 +9,14 @@ from sqlalchemy.orm import Session
 
 from registry.db.tables import Carton, Model, Tag, Version
 from registry.errors import ModelNotFound
+from registry.services.access import model_readable
 from registry.services.context import RegistryContext
 from registry.services.rendering import iso
 
 
 def get_model_row(session: Session, name: str) -> Model:
     model = session.scalar(select(Model).where(Model.name == name))
-    if model is None:
+    if model is None or not model_readable(session, model.namespace):
         raise ModelNotFound(f"no model named {name!r}")
     return model
 

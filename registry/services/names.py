@@ -11,10 +11,32 @@ from registry.carton import names
 from registry.carton.digests import is_sha256
 from registry.errors import InvalidDigest, InvalidName
 
+# For the HTTP edge, which routes ``namespace/model`` (``registry.http.namespaces``).
+RESERVED_MODEL_WORDS = names.RESERVED_MODEL_WORDS
+is_namespace = names.is_namespace
+
 
 def validate_model_name(name: str) -> str:
-    if not names.is_model_name(name):
-        raise InvalidName(f"invalid model name {name!r}: {names.MODEL_NAME_RULE}")
+    """A full model name: ``model`` or ``namespace/model`` (one level)."""
+    if names.is_full_model_name(name):
+        return name
+    namespace, model = names.split_name(name)
+    if namespace and not names.is_namespace(namespace):
+        raise InvalidName(f"invalid namespace {namespace!r} in {name!r}: {names.NAMESPACE_RULE}")
+    if namespace and model in names.RESERVED_MODEL_WORDS:
+        raise InvalidName(
+            f"invalid model name {name!r}: inside a namespace a model may not be named "
+            f"like a route word ({', '.join(sorted(names.RESERVED_MODEL_WORDS))})"
+        )
+    raise InvalidName(
+        f"invalid model name {name!r}: {names.MODEL_NAME_RULE} "
+        "(one '/' may separate a namespace from the model)"
+    )
+
+
+def validate_namespace(name: str) -> str:
+    if not names.is_namespace(name):
+        raise InvalidName(f"invalid namespace {name!r}: {names.NAMESPACE_RULE}")
     return name
 
 
@@ -41,4 +63,4 @@ def require_sha256(value: object, what: str = "manifest hash") -> str:
     """``value`` if it is a sha256 digest, else ``InvalidDigest`` naming ``what`` it was."""
     if not is_sha256(value):
         raise InvalidDigest(f"invalid {what} {value!r}: expected 64 lowercase hex characters")
-    return value  # type: ignore[return-value]
+    return value

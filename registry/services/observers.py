@@ -28,6 +28,8 @@ class Observers:
         """Called after every GC run with (report or None, outcome)."""
         self.fsck: list[Callable[[FsckReport], None]] = []
         """Called with every integrity report."""
+        self.damage: list[Callable[[str, str, int], None]] = []
+        """Called with (reason, found_by, count) when damaged chunks are recorded."""
 
 
 def notify(callbacks: list[Callable[..., None]], *args: Any) -> None:

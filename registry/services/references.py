@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from registry.carton.digests import is_sha256
+from registry.carton.digests import DIGEST_SCHEME, is_hash_prefix, is_sha256
 from registry.carton.names import MAX_VERSION
-from registry.db.tables import Tag, Version
+from registry.db.tables import Model, Tag, Version
 from registry.errors import InvalidReference, TagNotFound, VersionNotFound
-from registry.services.cartons import get_carton_row
+from registry.services.cartons import find_carton_row, get_carton_row
 from registry.services.context import RegistryContext
 from registry.services.models import get_model_row
 from registry.services.names import require_version, validate_model_name, validate_tag_name
@@ -85,3 +85,32 @@ def resolve_ref(ctx: RegistryContext, ref: str) -> Resolved:
         else:
             row = resolve_latest(session, name)
         return Resolved(row.manifest_sha256, name, row.version)
+
+
+def find_ref(session: Session, ref: str) -> Resolved:
+    """Any reference the CLI takes: a manifest hash (bare, ``sha256:`` or a unique prefix of
+    8+ hex digits), ``name``, ``name:version`` or ``name@tag``.
+
+    A bare hex string that is also a model's name means the model (as the CLI resolves it).
+    """
+    digest = ref.removeprefix(DIGEST_SCHEME)
+    if is_sha256(digest):
+        get_carton_row(session, digest)
+        return Resolved(digest, None, None)
+    if ref.startswith(DIGEST_SCHEME) or (
+        is_hash_prefix(ref) and session.scalar(select(Model.id).where(Model.name == ref)) is None
+    ):
+        return Resolved(find_carton_row(session, ref).manifest_sha256, None, None)
+    name, at, tag = ref.partition("@")
+    name, colon, number = name.partition(":")
+    validate_model_name(name)
+    if at:
+        validate_tag_name(tag)
+        if colon:
+            raise InvalidReference(f"invalid reference {ref!r}: a version or a tag, not both")
+        row = resolve_tag(session, name, tag)
+    elif colon:
+        row = resolve_version(session, name, require_version(number))
+    else:
+        row = resolve_latest(session, name)
+    return Resolved(row.manifest_sha256, name, row.version)

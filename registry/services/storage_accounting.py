@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from sqlalchemy import case, func, literal, select
+from sqlalchemy import CTE, case, func, literal, select
 from sqlalchemy.orm import Session
 
 from registry.db.tables import Blob, BlobSegment, CartonFile, Model, Version
@@ -26,7 +26,7 @@ UNNAMED = -1  # the owner of cartons no version references
 Bytes = list[int]  # exclusive, shared, total
 
 
-def _owned():  # type: ignore[no-untyped-def]
+def _owned() -> CTE:
     """(owner, sha) of every blob a carton names: a CTE."""
     owner = func.coalesce(Version.model_id, literal(UNNAMED))
     return (

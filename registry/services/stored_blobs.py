@@ -12,24 +12,24 @@
 
 A blob is a whole store object or a chunked file (content-defined chunks in
 packs, ``registry.services.chunkstore``): ``StoredFile`` says which, and
-``read_blob`` reads either way, with ``os.pread`` from local files (whole blobs
-and packs alike).
+``read_blob`` reads either way through the blob store (the filesystem backend
+reads with ``os.pread``), and checks every byte before it leaves.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+import logging
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 from sqlalchemy.orm import Session
 
 from registry.blobstore import BlobNotFound
-from registry.blobstore.errors import PackNotFound
 from registry.carton.streams import MiB
 from registry.errors import StorageUnavailable
+from registry.services.chunkstore.damage import damaged_files
 from registry.services.chunkstore.reader import StoredFile, load_files, stored_size
+from registry.services.chunkstore.verified import iter_verified
 from registry.services.context import RegistryContext
 from registry.services.freshness import current_generation
 from registry.services.names import require_sha256
@@ -37,6 +37,7 @@ from registry.services.names import require_sha256
 # Pieces of a MiB: fresh allocations of this size reuse freed heap memory; larger ones
 # are mapped and unmapped by malloc each time, and their page faults cost more than a copy.
 READ_PIECE = MiB
+DAMAGE_LOG = logging.getLogger("registry.chunkstore")
 
 
 def load_blobs(session: Session, hashes: Iterable[str]) -> dict[str, StoredFile]:
@@ -62,6 +63,12 @@ def stored_blob(ctx: RegistryContext, sha256: str) -> StoredFile:
         return blob
     with ctx.sessions() as session:
         blob = load_blobs(session, [sha256]).get(sha256)
+        damaged = blob is not None and blob.chunked and bool(damaged_files(session, [sha256]))
+    if damaged:
+        raise StorageUnavailable(
+            f"blob {sha256} has damaged chunks in the store (found by fsck or a read); "
+            "a push of the same bytes heals it"
+        )
     if blob is None:
         in_store = ctx.blobs.stat(sha256)
         if in_store is None:
@@ -81,59 +88,53 @@ def read_blob(
 ) -> Iterator[bytes]:
     """The blob's bytes ``[start, end)`` (``end`` clamped to its size), in pieces of a MiB.
 
-    A blob that is a local file is read with ``os.pread``: one copy from the page
-    cache into each piece, none through buffered or ranged file objects.
+    Verified before they leave: a chunked file chunk by chunk
+    (``chunkstore.verified``), a whole blob read whole against its sha256, its last
+    piece held back until the hash checks out. Damage ends the stream with
+    ``StorageUnavailable`` before the wrong bytes (a 503, or a response cut short).
     """
     stop = blob.size if end is None else min(end, blob.size)
     if start >= stop:
         return iter(())
     if blob.ranges is not None:
-        return _read_chunked(ctx, blob, start, stop)
-    path = ctx.blobs.local_path(blob.sha256)
-    if path is None:
-        return ctx.blobs.iter_chunks(blob.sha256, start, stop, READ_PIECE)
-    return _pread(path, blob.sha256, start, stop, BlobNotFound(blob.sha256))
+        return iter_verified(ctx, blob, start, stop)
+    pieces = ctx.blobs.iter_chunks(blob.sha256, start, stop, READ_PIECE)
+    return _whole_checked(blob.sha256, pieces, start, stop, start == 0 and stop == blob.size)
 
 
-def _read_chunked(ctx: RegistryContext, blob: StoredFile, start: int, stop: int) -> Iterator[bytes]:
-    """A chunked file's bytes: ``os.pread`` from local packs, else the store's read-ahead.
-
-    A pack gone from the store is named with the file it breaks (503, run fsck).
-    """
-    ranges = blob.pack_ranges(start, stop)
+def _whole_checked(
+    sha256: str, pieces: Iterator[bytes], start: int, stop: int, whole: bool
+) -> Iterator[bytes]:
+    """A whole blob's pieces, the last one only once they are all there and (``whole``:
+    the read is of the entire blob) hash to ``sha256``."""
+    h = hashlib.sha256() if whole else None
+    held: bytes | None = None
+    position = start
     try:
-        if ranges and ctx.blobs.local_pack_path(ranges[0][0]) is None:
-            yield from ctx.blobs.iter_pack_ranges(ranges, READ_PIECE)
-            return
-        for name, lo, hi in ranges:
-            path = ctx.blobs.local_pack_path(name)
-            if path is None:
-                raise PackNotFound(name)
-            yield from _pread(path, blob.sha256, lo, hi, PackNotFound(name))
-    except PackNotFound as exc:
-        raise StorageUnavailable(
-            f"blob {blob.sha256}: pack {exc.name} is missing from the store (run fsck)"
-        ) from exc
-
-
-def _pread(path: Path, sha256: str, start: int, stop: int, missing: Exception) -> Iterator[bytes]:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        raise missing from None
-    try:
-        position = start
-        while position < stop:
-            piece = os.pread(fd, min(READ_PIECE, stop - position), position)
-            if not piece:
-                raise StorageUnavailable(
-                    f"blob {sha256} ends at byte {position} in the store, the index says "
-                    f"{stop} or more (run fsck)"
-                )
+        for piece in pieces:
+            if held is not None:
+                yield held
+            if h is not None:
+                h.update(piece)
             position += len(piece)
-            yield piece
+            held = piece
     finally:
-        os.close(fd)
+        close = getattr(pieces, "close", None)
+        if close is not None:
+            close()
+    if position < stop:
+        raise StorageUnavailable(
+            f"blob {sha256} ends at byte {position} in the store, the index says "
+            f"{stop} or more (run fsck)"
+        )
+    if h is not None and h.hexdigest() != sha256:
+        DAMAGE_LOG.error("blob %s is damaged in the store: its bytes do not hash to it", sha256)
+        raise StorageUnavailable(
+            f"blob {sha256} is damaged in the store: its bytes do not hash to its name "
+            "(run fsck; a push of the same bytes after fsck replaces it)"
+        )
+    if held is not None:
+        yield held
 
 
 def blob_bytes(ctx: RegistryContext, sha256: str, start: int = 0, end: int | None = None) -> bytes:

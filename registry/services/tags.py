@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from registry.db.tables import Model, Tag, Version, utcnow
 from registry.errors import InvalidBody, ModelNotFound, TagMoved, TagNotFound, VersionNotFound
+from registry.services.access import model_readable, require_write
 from registry.services.context import RegistryContext
 from registry.services.models import get_model_row
 from registry.services.names import require_sha256, validate_model_name, validate_tag_name
@@ -37,8 +38,10 @@ def put_tag(
         raise InvalidBody('give exactly one of "manifest_sha256" or "version"')
     with ctx.transaction() as session:
         model = session.scalar(select(Model).where(Model.name == name).with_for_update())
-        if model is None:
+        if model is None or not model_readable(session, model.namespace):
             raise ModelNotFound(f"no model named {name!r}")
+        require_write(session, model.namespace, "push", name)
+        target: Version | None
         if version is not None:
             target = resolve_version(session, name, version)
         else:
@@ -78,6 +81,7 @@ def put_tag(
 def delete_tag(ctx: RegistryContext, name: str, tag: str, *, if_match: str | None = None) -> None:
     with ctx.transaction() as session:
         model = get_model_row(session, name)
+        require_write(session, model.namespace, "delete", name)
         existing = session.get(Tag, (model.id, tag))
         if existing is None:
             raise TagNotFound(f"model {name!r} has no tag {tag!r}")

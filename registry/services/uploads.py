@@ -32,6 +32,6 @@ def upload_file(ctx: RegistryContext, prefix: str = "upload-") -> Iterator[tuple
     try:
         with os.fdopen(fd, "wb", buffering=0) as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
-            yield path, handle  # type: ignore[misc]
+            yield path, handle
     finally:
         path.unlink(missing_ok=True)

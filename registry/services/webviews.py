@@ -22,12 +22,27 @@ from sqlalchemy.orm import Session, aliased
 from registry.carton.paths import MISC_DIR, MISC_REF_PREFIX, TENSOR_INDEX, TENSOR_REF_PREFIX
 from registry.carton.tensor_data import parse_tensor_index
 from registry.db.tables import Blob, CartonFile, Version
-from registry.services import cartons, chunk_savings, models, references, stats
+from registry.errors import RegistryError
+from registry.services import (
+    cartons,
+    chunk_savings,
+    lineage_views,
+    models,
+    references,
+    stats,
+)
+from registry.services.access import (
+    hidden_namespaces,
+    private_namespaces,
+    readable_carton_condition,
+)
 from registry.services.caches import BackgroundValue
 from registry.services.context import RegistryContext
 from registry.services.listing import DEFAULT_PAGE, list_models
+from registry.services.namespaces import get_namespace_row
 from registry.services.storage_accounting import TOP, model_storage
 from registry.services.stored_blobs import blob_bytes
+from registry.services.tensor_preview import tensor_preview
 
 log = logging.getLogger("registry.web")
 
@@ -53,12 +68,27 @@ def listing(
     sort: str,
     cursor: str | None,
     limit: int = DEFAULT_PAGE,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    """The home page: totals and one page of models."""
+    """The home page (or a namespace's): totals and one page of models."""
     with ctx.sessions() as session:
-        totals = stats.cached_stats(ctx, session)
-        page = list_models(session, q=q or None, sort=sort, limit=limit, cursor=cursor)
-    return {"totals": _with_saved(totals), "items": page.items, "next_cursor": page.next_cursor}
+        private = private_namespaces(session)
+        if namespace is not None:
+            row = get_namespace_row(session, namespace)
+            totals = stats.stats(session, namespace)
+        else:
+            totals = stats.cached_stats(ctx, session)
+        page = list_models(
+            session, q=q or None, sort=sort, limit=limit, cursor=cursor, namespace=namespace
+        )
+    return {
+        "totals": _with_saved(totals),
+        "items": page.items,
+        "next_cursor": page.next_cursor,
+        "namespace": namespace,
+        "namespace_private": namespace is not None and row.visibility == "private",
+        "private_namespaces": private,
+    }
 
 
 def _with_saved(totals: dict[str, Any]) -> dict[str, Any]:
@@ -88,6 +118,9 @@ class CartonView:
     selected_version: int | None = None
     tags: list[str] = field(default_factory=list)
     version_shares: dict[int, chunk_savings.VersionShare] = field(default_factory=dict)
+    lineage: dict[str, Any] | None = None  # parent and derivatives (``lineage_views``)
+    family: list[dict[str, Any]] = field(default_factory=list)  # each version's parent
+    private: bool = False  # the model is in a private namespace (its page shows a badge)
 
 
 def model_view(ctx: RegistryContext, name: str, version: int | None = None) -> CartonView:
@@ -96,18 +129,25 @@ def model_view(ctx: RegistryContext, name: str, version: int | None = None) -> C
             row = references.resolve_latest(session, name)
         else:
             row = references.resolve_version(session, name, version)
-        model = models.model_json(session, models.get_model_row(session, name))
+        model_row = models.get_model_row(session, name)
+        model = models.model_json(session, model_row)
+        private = model_row.namespace in private_namespaces(session)
         view = _carton_view(ctx, session, row.manifest_sha256)
+        view.private = private
         view.version_shares = chunk_savings.version_shares(ctx, session, model["versions"])
     view.model = model
     view.selected_version = row.version
+    panel = lineage_views.lineage_panel(ctx, row.manifest_sha256, model["versions"])
+    view.lineage, view.family = panel["lineage"], panel["family"]
     view.tags = sorted(t for t, v in model["tags"].items() if v["version"] == row.version)
     return view
 
 
 def carton_view(ctx: RegistryContext, manifest_sha256: str) -> CartonView:
     with ctx.sessions() as session:
-        return _carton_view(ctx, session, manifest_sha256)
+        view = _carton_view(ctx, session, manifest_sha256)
+    view.lineage = lineage_views.lineage_panel(ctx, manifest_sha256)["lineage"]
+    return view
 
 
 def _carton_view(ctx: RegistryContext, session: Session, manifest_sha256: str) -> CartonView:
@@ -115,6 +155,7 @@ def _carton_view(ctx: RegistryContext, session: Session, manifest_sha256: str) -
     files = carton["files"]
     shares = file_share_counts(session, manifest_sha256)
     by_path = {f["path"]: f["sha256"] for f in files}
+    sizes = {f["path"]: f["size"] for f in files}
     misc = {p[len(MISC_DIR) :]: sha for p, sha in by_path.items() if p.startswith(MISC_DIR)}
     tensors = _tensor_index(ctx, by_path.get(TENSOR_INDEX))
     sniffer = _ImageSniffer(ctx)
@@ -123,19 +164,20 @@ def _carton_view(ctx: RegistryContext, session: Session, manifest_sha256: str) -
         out = []
         for key, ref in (refs or {}).items():
             item: dict[str, Any] = {"name": key, "ref": ref}
-            if isinstance(ref, str) and ref.startswith(MISC_REF_PREFIX):
+            if ref.startswith(MISC_REF_PREFIX):
                 path = ref[len(MISC_REF_PREFIX) :]
                 sha = misc.get(path)
                 item["kind"] = "misc"
                 item["sha256"] = sha
-                item["is_image"] = bool(sha) and sniffer.is_image(path, sha)
-            elif isinstance(ref, str) and ref.startswith(TENSOR_REF_PREFIX):
+                item["is_image"] = sha is not None and sniffer.is_image(path, sha)
+            elif ref.startswith(TENSOR_REF_PREFIX):
                 entry = tensors.get(ref[len(TENSOR_REF_PREFIX) :])
                 item["kind"] = "tensor"
                 if entry is not None:
                     item["dtype"] = entry.dtype
                     item["shape"] = list(entry.shape) if entry.shape is not None else None
                     item["inner"] = list(entry.inner)
+                    item["preview"] = tensor_preview(ctx, entry, by_path, sizes)
             else:
                 item["kind"] = "other"
             out.append(item)
@@ -149,7 +191,14 @@ def _carton_view(ctx: RegistryContext, session: Session, manifest_sha256: str) -
         {**e, "inputs": describe(e["inputs"]), "sample_out": describe(e["sample_out"])}
         for e in carton["examples"]
     ]
-    shown = [{**f, "shared_with": shares.get(f["sha256"], 0)} for f in files[:MAX_FILES_SHOWN]]
+    shown = [
+        {
+            **f,
+            "shared_with": shares.get(f["sha256"], 0),
+            "viewer": lineage_views.viewer_kind(f["path"], f["size"]),
+        }
+        for f in files[:MAX_FILES_SHOWN]
+    ]
     return CartonView(
         carton=carton,
         files=shown,
@@ -164,6 +213,7 @@ def file_share_counts(session: Session, manifest_sha256: str) -> dict[str, int]:
     """blob sha256 -> how many OTHER cartons hold it; one grouped, index-driven query."""
     mine = aliased(CartonFile)
     other = aliased(CartonFile)
+    hidden = hidden_namespaces(session)
     rows = session.execute(
         select(other.blob_sha256, func.count(func.distinct(other.manifest_sha256)))
         .where(
@@ -171,6 +221,9 @@ def file_share_counts(session: Session, manifest_sha256: str) -> dict[str, int]:
                 select(mine.blob_sha256).where(mine.manifest_sha256 == manifest_sha256)
             ),
             other.manifest_sha256 != manifest_sha256,
+            *(  # cartons the viewer may not read share nothing with it, as far as it knows
+                [readable_carton_condition(hidden, other.manifest_sha256)] if hidden else []
+            ),
         )
         .group_by(other.blob_sha256)
     ).all()
@@ -248,6 +301,26 @@ def storage_stats(ctx: RegistryContext, wait: float = STATS_WAIT_SECONDS) -> dic
     (``pending``): the page stays fast on a big index.
     """
     with ctx.sessions() as session:
+        if hidden_namespaces(session):
+            # Someone who may not read every namespace sees its own totals, and no
+            # per-blob or per-model figures (they would name others' models and sizes).
+            partial = _with_saved(stats.stats(session))
+            distinct = partial["stored_bytes"]  # a partial view's stored bytes: its files'
+            partial.update(
+                distinct_file_bytes=distinct,
+                file_saved_bytes=max(partial["logical_bytes"] - distinct, 0),
+                chunk_saved_bytes=0,
+                chunk_saved_percent=0.0,
+            )
+            return {
+                "totals": partial,
+                "largest_blobs": [],
+                "top_sharing": [],
+                "exclusive": [],
+                "pending": False,
+                "stale": False,
+                "computed_at": None,
+            }
         totals = _with_saved(stats.stats(session))
         totals.update(chunk_savings.dedup_levels(session, totals))
         n_versions, max_version_id = session.execute(
@@ -305,3 +378,17 @@ def largest_blobs(session: Session, limit: int = TOP) -> list[dict[str, Any]]:
     return [
         {"sha256": sha, "size": int(size), "cartons": int(used.get(sha, 0))} for sha, size in blobs
     ]
+
+
+def download_sizes(ctx: RegistryContext, manifest_sha256: str) -> dict[str, int | None]:
+    """Bytes of the slim and full downloads (the layouts are cached; None if one cannot be
+    rebuilt now, e.g. a blob is missing: the page still renders)."""
+    from registry.services.export import build_carton
+
+    sizes: dict[str, int | None] = {}
+    for form in ("slim", "full"):
+        try:
+            sizes[form] = build_carton(ctx, manifest_sha256, form).size
+        except RegistryError:
+            sizes[form] = None
+    return sizes

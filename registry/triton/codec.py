@@ -60,13 +60,13 @@ def bf16_to_float32(bits: np.ndarray) -> np.ndarray:
 # coercion of caller data
 
 
-def flatten_nested(data: Any) -> list:
+def flatten_nested(data: Any) -> list[Any]:
     """Flatten (possibly nested) lists/tuples row-major; a bare scalar is one element."""
     if isinstance(data, np.ndarray):
         return list(data.reshape(-1))
     if not isinstance(data, (list, tuple)):
         return [data]
-    out: list = []
+    out: list[Any] = []
     stack = [iter(data)]
     while stack:
         for item in stack[-1]:
@@ -145,7 +145,7 @@ def flat_numeric(datatype: str, data: Any, name: str | None = None) -> np.ndarra
         return arr.astype(TRITON_DTYPES[datatype])
 
 
-def flat_numeric_objects(datatype: str, elems: list, name: str | None) -> np.ndarray:
+def flat_numeric_objects(datatype: str, elems: list[Any], name: str | None) -> np.ndarray:
     """Python scalars -> flat array of the decoded dtype (BF16: raw uint16 bits)."""
     for e in elems:
         if datatype == "BOOL":
@@ -168,7 +168,7 @@ def flat_numeric_objects(datatype: str, elems: list, name: str | None) -> np.nda
         raise TensorCodecError(f"{tensor_label(name)}: bad {datatype} data: {e}") from e
 
 
-def object_array(elems: list, shape: tuple[int, ...]) -> np.ndarray:
+def object_array(elems: list[Any], shape: tuple[int, ...]) -> np.ndarray:
     """An object array of ``elems`` (numpy would otherwise make fixed-width ``S`` strings)."""
     arr = np.empty(len(elems), dtype=object)
     for i, e in enumerate(elems):
@@ -195,7 +195,7 @@ def encode_flat(datatype: str, data: Any, name: str | None) -> tuple[bytes, int]
     return arr.astype(WIRE_DTYPES[datatype]).tobytes(), arr.size
 
 
-def encode_tensor(datatype: str, data: np.ndarray | Sequence) -> bytes:
+def encode_tensor(datatype: str, data: np.ndarray | Sequence[Any]) -> bytes:
     """Binary wire form of ``data`` (row-major) for ``datatype``."""
     check_datatype(datatype)
     return encode_flat(datatype, data, None)[0]

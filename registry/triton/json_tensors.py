@@ -30,7 +30,7 @@ from registry.triton.datatypes import (
 from registry.triton.errors import TensorCodecError
 
 
-def json_tensor_data(datatype: str, array: np.ndarray | Sequence) -> list:
+def json_tensor_data(datatype: str, array: np.ndarray | Sequence[Any]) -> list[Any]:
     """Flat row-major list for the JSON ``data`` field.
 
     BYTES -> str (error if not UTF-8); BOOL -> bool; ints -> int; floats -> float
@@ -40,7 +40,7 @@ def json_tensor_data(datatype: str, array: np.ndarray | Sequence) -> list:
     return json_flat(datatype, array, None)
 
 
-def json_flat(datatype: str, array: Any, name: str | None) -> list:
+def json_flat(datatype: str, array: Any, name: str | None) -> list[Any]:
     """``json_tensor_data`` for a checked datatype; errors name the tensor."""
     if datatype == "BYTES":
         out = []
@@ -55,7 +55,8 @@ def json_flat(datatype: str, array: Any, name: str | None) -> list:
     flat = flat_numeric(datatype, array, name)
     if datatype == "BF16":
         flat = bf16_to_float32(flat)
-    return flat.tolist()
+    values: list[Any] = flat.tolist()
+    return values
 
 
 def array_from_json(

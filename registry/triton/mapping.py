@@ -8,7 +8,9 @@ Mapping rules (user-facing; the README mirrors them):
 * carton shapes -> Triton: integer dims stay, symbols and ``"*"`` dims become
   ``-1``; a whole-shape symbol or ``shape = "*"`` (any rank) becomes ``[-1]``.
 * Triton config -> carton.toml: ``-1`` dims become ``"*"``; ``max_batch_size > 0``
-  prepends the shared symbol ``"batch_size"``.
+  prepends the shared symbol ``"batch_size"`` and is kept as ``runner.opts``
+  ``triton_max_batch_size``, so the config reads back as it was loaded
+  (``batched_config``: that symbol dropped again, ``max_batch_size`` restored).
 * backend/platform -> ``runner_name`` (``RUNNER_FOR_BACKEND``), with
   ``required_framework_version = "*"``.
 
@@ -19,7 +21,7 @@ shape), so this module needs nothing from the carton library.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from registry.triton.datatypes import TRITON_DTYPES, check_datatype
@@ -115,17 +117,19 @@ def metadata_tensor(spec: CartonTensor) -> TensorMetadata:
     return TensorMetadata(spec.name, CARTON_TO_TRITON[spec.dtype], triton_shape(spec.shape))
 
 
-def config_tensor(spec: CartonTensor) -> ConfigTensor:
-    """A tensor as a model config lists it (``TYPE_*`` data types; strings are TYPE_STRING)."""
+def config_tensor(spec: CartonTensor, dims: list[int] | None = None) -> ConfigTensor:
+    """A tensor as a model config lists it (``TYPE_*`` data types; strings are TYPE_STRING);
+    ``dims`` when they are not its whole shape (``batched_config``)."""
     dtype = CARTON_TO_TRITON[spec.dtype]
     data_type = "TYPE_STRING" if dtype == "BYTES" else f"TYPE_{dtype}"
-    return ConfigTensor(spec.name, data_type, triton_shape(spec.shape))
+    return ConfigTensor(spec.name, data_type, triton_shape(spec.shape) if dims is None else dims)
 
 
 # --- Triton model config -> carton.toml -----------------------------------------------
 
 
 def _triton_datatype(entry: dict[str, Any], where: str) -> str:
+    datatype: object
     if "data_type" in entry:
         value = entry["data_type"]
         if not isinstance(value, str) or not value.startswith("TYPE_"):
@@ -196,7 +200,7 @@ def _runner_name(config: dict[str, Any], paths: Iterable[str]) -> str:
     raise TritonFormatError('config needs "backend" or "platform" (e.g. "onnxruntime")')
 
 
-def config_to_carton_doc(name: str, config: dict[str, Any], paths: Iterable[str]) -> dict:
+def config_to_carton_doc(name: str, config: dict[str, Any], paths: Iterable[str]) -> dict[str, Any]:
     """carton.toml (as a dict) for a Triton model config and the model's file paths."""
     mbs = config.get("max_batch_size", 0)
     if isinstance(mbs, str) and mbs.strip().isdigit():
@@ -217,4 +221,23 @@ def config_to_carton_doc(name: str, config: dict[str, Any], paths: Iterable[str]
         if specs:
             doc[carton_key] = specs
     doc["runner"] = {"runner_name": _runner_name(config, paths), "required_framework_version": "*"}
+    if batched:
+        doc["runner"]["opts"] = {MAX_BATCH_OPT: mbs}
     return doc
+
+
+MAX_BATCH_OPT = "triton_max_batch_size"
+"""The ``runner.opts`` key that keeps a loaded config's ``max_batch_size``."""
+
+
+def batched_config(
+    opts: dict[str, Any], tensors: Sequence[CartonTensor]
+) -> tuple[int, list[list[int]]]:
+    """``(max_batch_size, dims of each tensor)`` as Triton's config says them: a carton loaded
+    from a config with ``max_batch_size > 0`` (every tensor led by ``"batch_size"``) gets it
+    back, with that leading dim dropped; any other carton is ``0`` and its full shapes."""
+    mbs = opts.get(MAX_BATCH_OPT)
+    leads = all(not isinstance(t.shape, str) and t.shape[:1] == (BATCH_SYMBOL,) for t in tensors)
+    if isinstance(mbs, int) and not isinstance(mbs, bool) and mbs > 0 and tensors and leads:
+        return mbs, [triton_shape(tuple(t.shape)[1:]) for t in tensors]
+    return 0, [triton_shape(t.shape) for t in tensors]

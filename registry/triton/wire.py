@@ -30,7 +30,7 @@ class WireTensor:
     datatype: str
     shape: tuple[int, ...]
     data: np.ndarray
-    parameters: dict = field(default_factory=dict)
+    parameters: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.shape = tuple(self.shape)  # validated when encoded
@@ -53,8 +53,8 @@ def _wants_binary(binary: bool | Collection[str], name: str) -> bool:
 
 def _tensor_entries(
     tensors: Sequence[WireTensor], binary: bool | Collection[str]
-) -> tuple[list[dict], list[bytes]]:
-    entries: list[dict] = []
+) -> tuple[list[dict[str, Any]], list[bytes]]:
+    entries: list[dict[str, Any]] = []
     chunks: list[bytes] = []
     for t in tensors:
         check_datatype(t.datatype, t.name)
@@ -82,7 +82,7 @@ def _tensor_entries(
 
 
 def _assemble(
-    header: dict, chunks: list[bytes], binary: bool | Collection[str]
+    header: dict[str, Any], chunks: list[bytes], binary: bool | Collection[str]
 ) -> tuple[bytes, int | None]:
     head = _dumps(header)
     if binary is False:
@@ -97,7 +97,7 @@ def encode_infer_request(
     binary: bool | Collection[str] = True,
     request_id: str | None = None,
     binary_outputs: bool = True,
-    parameters: dict | None = None,
+    parameters: dict[str, Any] | None = None,
 ) -> tuple[bytes, int | None]:
     """Build an infer request body; returns (body, Inference-Header-Content-Length).
 
@@ -130,7 +130,7 @@ def encode_infer_response(
     binary: bool | Collection[str] = True,
     model_version: str | None = None,
     request_id: str | None = None,
-    parameters: dict | None = None,
+    parameters: dict[str, Any] | None = None,
 ) -> tuple[bytes, int | None]:
     """Build an infer response body; returns (body, Inference-Header-Content-Length).
 
@@ -157,7 +157,7 @@ def _json(raw: bytes | memoryview | msgspec.Raw, what: str) -> Any:
 
 def decode_infer_body(
     body: bytes | bytearray | memoryview, header_length: int | None, *, key: str = "outputs"
-) -> tuple[dict, list[WireTensor]]:
+) -> tuple[dict[str, Any], list[WireTensor]]:
     """Parse a request (``key="inputs"``) or response (``key="outputs"``) body.
 
     Returns (JSON header dict, tensors).  ``header_length`` None means the whole
@@ -244,6 +244,7 @@ def decode_infer_body(
             arr = decode_array(datatype, shape, binsec[off : off + size], name)
             off += size
         else:
+            assert data is not None  # a tensor without binary_data_size was refused above
             arr = array_from_json(datatype, shape, _json(data, f"tensor {name!r} data"), name)
         rest = {k: v for k, v in params.items() if k != "binary_data_size"}
         tensors.append(WireTensor(name, datatype, shape, arr, rest))

@@ -28,6 +28,7 @@ VERSION = "registry.__version__"  # the root package holds nothing else
 
 SERVICES = (
     "registry.carton",
+    "registry.chunking",
     "registry.blobstore",
     "registry.db",
     "registry.settings",
@@ -51,6 +52,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "registry": (),
     "registry.errors": (),
     "registry.humanize": (),
+    "registry.chunking": (),
     "registry.settings": ("registry.carton.limits", "registry.carton.streams"),
     "registry.carton": (),
     "registry.triton": (),
@@ -65,7 +67,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "registry.client": (
         "registry.carton",
         "registry.settings.DEFAULT_PORT",
-        "registry.blobstore.chunking",
+        "registry.chunking",
     ),
     "registry.http": HTTP,
     "registry.http.errors": (
@@ -98,12 +100,14 @@ MAY_USE: dict[str, set[str]] = {
     "registry.carton": {"numpy", "tomli_w", "backports"},
     "registry.triton": {"numpy", "msgspec"},
     "registry.client": {"httpx"},
+    "registry.chunking": {"blake3", "pyfastcdc"},
     "registry.db": {"sqlalchemy", "alembic"},
 }
 
 EDGES = ("registry.http", "registry.cli", "registry.app", "registry.script")
 BELOW_THE_EDGES = (
     "registry.services",
+    "registry.chunking",
     "registry.carton",
     "registry.triton",
     "registry.blobstore",
@@ -271,7 +275,8 @@ def test_each_package_imports_only_what_its_docstring_allows(package: str):
 
 @pytest.mark.parametrize("package", sorted(MAY_USE))
 def test_pure_packages_use_only_the_libraries_they_name(package: str):
-    allowed = MAY_USE[package] | set(sys.stdlib_module_names) | {"registry"}
+    # _typeshed is the standard library's own typing module (TYPE_CHECKING imports only).
+    allowed = MAY_USE[package] | set(sys.stdlib_module_names) | {"registry", "_typeshed"}
     foreign = [
         str(i)
         for i in IMPORTS

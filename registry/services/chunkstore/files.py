@@ -7,14 +7,15 @@ import hashlib
 import zlib
 from concurrent.futures import Future
 
-from registry.blobstore.chunking import Chunker, chunk_hash
+from registry.chunking import Chunker, chunk_hash
 from registry.services.chunkstore.layout import ChunkRef, FileLayout, segments_of
-from registry.services.chunkstore.writer import (
-    HANDOFF_BYTES,
-    LOOKUP_BATCH_BYTES,
-    PIECES_IN_FLIGHT,
-    PackSession,
-)
+from registry.services.chunkstore.writer import PackSession
+
+MiB = 1024 * 1024
+LOOKUP_BATCH_BYTES = 16 * MiB
+"""Chunk bytes per ``PackSession.place``: one index lookup (and one claim) per batch."""
+HANDOFF_BYTES = MiB  # per piece handed to the chunking thread (the GIL is shared below this)
+PIECES_IN_FLIGHT = 4
 
 
 class FileWriter:

@@ -1,6 +1,6 @@
 """Rows for written files: ``blobs`` and, for chunked ones, ``blob_segments``.
 
-Called in a push's indexing transaction, after ``PackSession.publish`` gave
+Called in a push's indexing transaction, after ``PackSession.pack_ids`` gave
 the pack ids. A file whose row exists keeps it (the first layout wins, as the
 first copy of a blob does), unless the caller names it in ``replace``: a row
 whose bytes were lost (found by fsck or a failed read) takes the new layout.
@@ -10,12 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import ColumnElement, and_, delete, select, update
 from sqlalchemy.orm import Session
 
 from registry.db.queries import in_chunks, insert_ignore_returning
-from registry.db.tables import Blob, BlobSegment
+from registry.db.tables import Blob, BlobSegment, Chunk
 from registry.services.chunkstore.layout import FileLayout
+
+
+def segment_holds_chunk() -> ColumnElement[bool]:
+    """Join condition: the ``blob_segments`` row covers the ``chunks`` row (same pack, its
+    index inside the segment's chunk range): which files a chunk is part of."""
+    return and_(
+        BlobSegment.pack_id == Chunk.pack_id,
+        BlobSegment.first_chunk <= Chunk.idx,
+        BlobSegment.end_chunk > Chunk.idx,
+    )
 
 
 def _segment_rows(layout: FileLayout, pack_ids: dict[str, int]) -> list[dict[str, object]]:
@@ -60,12 +70,12 @@ def record_files(
     # A concurrent push may insert the same file meanwhile: its row (and segments) win.
     inserted = insert_ignore_returning(
         session,
-        Blob.__table__,  # type: ignore[arg-type]
+        Blob.__table__,
         [
             {"sha256": f.sha256, "size": f.size, "crc32": f.crc32, "chunked": f.chunked}
             for f in candidates
         ],
-        Blob.__table__.c.sha256,  # type: ignore[attr-defined]
+        Blob.__table__.c.sha256,
     )
     new = [by_sha[sha] for sha in sorted(inserted)]
     segments = [
@@ -75,5 +85,5 @@ def record_files(
         for row in _segment_rows(f, pack_ids)
     ]
     if segments:
-        session.execute(BlobSegment.__table__.insert(), segments)  # type: ignore[attr-defined]
+        session.execute(BlobSegment.__table__.insert(), segments)
     return {f.sha256 for f in new}

@@ -78,7 +78,7 @@ def load_files(session: Session, hashes: Iterable[str]) -> dict[str, StoredFile]
     ranges: dict[str, list[PackRange]] = {}
     chunked = [sha for sha, (_, _, c) in rows.items() if c]
     for batch in in_chunks(chunked):
-        for r in session.execute(
+        for seg in session.execute(
             select(
                 BlobSegment.blob_sha256,
                 Pack.name,
@@ -90,8 +90,8 @@ def load_files(session: Session, hashes: Iterable[str]) -> dict[str, StoredFile]
             .where(BlobSegment.blob_sha256.in_(batch))
             .order_by(BlobSegment.blob_sha256, BlobSegment.seq)
         ):
-            ranges.setdefault(r.blob_sha256, []).append(
-                PackRange(r.name, int(r.file_offset), int(r.pack_offset), int(r.length))
+            ranges.setdefault(seg.blob_sha256, []).append(
+                PackRange(seg.name, int(seg.file_offset), int(seg.pack_offset), int(seg.length))
             )
     return {
         sha: StoredFile(sha, size, crc, tuple(ranges.get(sha, ())) if is_chunked else None)

@@ -1,108 +1,115 @@
 """Writing files into the chunk store as their bytes stream (docs/chunk-store.md).
 
-A ``PackSession`` belongs to one push: it owns the push's open pack, remembers
-the chunks it wrote, and looks up the rest in the index, leasing every pack it
-relies on before trusting it. A ``FileWriter`` takes one file's bytes in
-pieces of any size and hashes (sha256 for the file's identity, CRC-32 for
-zip), cuts and names chunks, and hands them to the session in batches, one
-index lookup per batch. Small files stay whole blobs.
+A ``PackSession`` belongs to one push: it decides where each chunk comes from
+(looked up in the index, each pack leased before it is trusted; or claimed and
+appended by ``packing.PackAppender``; or waited for), runs the thread that cuts
+them, and finishes or discards the push's writes. A ``FileWriter``
+(``files``) takes one file's bytes in pieces of any size and hashes (sha256
+for the file's identity, CRC-32 for zip), cuts and names chunks, and hands them
+to the session in batches, one index lookup per batch. Small files stay whole
+blobs (``wholeblobs``); claims are ``claims``.
 
-Bytes first, rows second: sealed packs are published objects but get their
-``packs`` and ``chunks`` rows only from ``publish(session)``, which the push
-calls in its indexing transaction (``chunkstore.index.record_files`` writes the
-files' rows there too). A rejected push ``discard``s: its open pack is
-aborted and its sealed packs, which no row names and only its lease
-protected, are deleted at once.
+Each chunk is stored once, even by concurrent pushes on several servers: a
+chunk the index lacks is *claimed* (a ``chunk_claims`` row, unique per chunk)
+before its bytes go into a pack. A push that loses a claim waits for the
+winner's copy: it first seals its own open pack (so no two pushes ever wait on
+each other), marks the claim wanted (so the winner seals its pack at its next
+batch), and polls the index. A claim whose holder's lease went stale is taken
+over; after ``lease_timeout`` of waiting on a live holder the push writes its
+own copy rather than stall.
+
+Bytes first, rows second: a sealed pack's object is committed, then its
+``packs`` and ``chunks`` rows are inserted at once (and its claims dropped),
+so concurrent pushes find its chunks. The files' rows come later, in the
+push's indexing transaction (``chunkstore.index.record_files``, with the
+pack ids from ``pack_ids``). A rejected push ``discard``s: its open pack is
+aborted and its packs that no file uses and no other push has leased are
+deleted at once (GC takes the rest).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from registry.blobstore.base import PackWriter, new_pack_name
-from registry.blobstore.chunking import ChunkParams
-from registry.db.queries import in_chunks, insert_ignore
-from registry.db.tables import Blob, Chunk, Pack
-from registry.services.chunkstore.layout import (
-    ChunkRef,
-    pack_table_entry,
-)
+from registry.chunking import ChunkParams
+from registry.db.queries import in_chunks
+from registry.db.tables import Chunk, Pack
+from registry.services.chunkstore.claims import ChunkClaims
+from registry.services.chunkstore.damage import heal, undamaged_copy
+from registry.services.chunkstore.layout import ChunkRef
+from registry.services.chunkstore.packing import PackAppender
+from registry.services.chunkstore.wholeblobs import WholeBlobs
 from registry.services.context import RegistryContext
-from registry.services.leases import Lease, live_leased, lock_blobs_exclusive, lock_blobs_shared
-
-if TYPE_CHECKING:
-    from registry.services.chunkstore.files import FileWriter
+from registry.services.leases import Lease, lock_blobs_shared
 
 log = logging.getLogger("registry.chunkstore")
 
-MiB = 1024 * 1024
-PACK_MAX_BYTES = 64 * MiB
-LOOKUP_BATCH_BYTES = 16 * MiB
-HANDOFF_BYTES = MiB  # per piece handed to the chunking thread (the GIL is shared below this)
-PIECES_IN_FLIGHT = 4
-
-
-@dataclass
-class _OpenPack:
-    writer: PackWriter
-    table: list[bytes] = field(default_factory=list)
-    chunks: list[tuple[str, ChunkRef]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class SealedPack:
-    """A published pack object whose rows are not written yet."""
-
-    name: str
-    size: int
-    table: bytes
-    chunks: tuple[tuple[str, ChunkRef], ...]
+CLAIM_POLL_FIRST = 0.01
+CLAIM_POLL_MAX = 0.25
+"""Seconds between looks at the index while waiting for another push's chunks (doubling)."""
 
 
 class PackSession:
-    """The packs one push writes and relies on, under that push's lease (module doc)."""
+    """Where one push's chunks come from and go, under that push's lease (module doc)."""
 
     def __init__(self, ctx: RegistryContext, lease: Lease) -> None:
         self.ctx = ctx
         self.lease = lease
         self.params: ChunkParams = ctx.chunk_params
-        self._open: _OpenPack | None = None
-        self._written: dict[str, ChunkRef] = {}  # chunks this session appended
-        self._leased: set[str] = set()
-        self._small: dict[str, bytes] = {}  # whole blobs waiting to be leased and written
-        self._small_bytes = 0
-        self._unpublished: list[SealedPack] = []
-        self.created_whole: set[str] = set()  # whole blobs this session put into the store
-        self.bytes_written = 0  # new bytes in the store: chunks appended, whole blobs created
-        self.chunk_bytes_written = 0
-        self.chunks_written = 0
+        self._claims = ChunkClaims(ctx, lease)
+        self._packs = PackAppender(ctx, lease)
+        self._whole = WholeBlobs(ctx, lease)
+        self._leased: set[str] = set()  # packs of other pushes this one relies on
+        self.duplicate_chunks = 0  # written after waiting ``lease_timeout`` on a live claim
         self._worker: ThreadPoolExecutor | None = None
-        self._committer: ThreadPoolExecutor | None = None
-        self._commits: list[tuple[Future[None], SealedPack]] = []
+
+    @property
+    def chunk_bytes_written(self) -> int:
+        return self._packs.bytes
+
+    @property
+    def chunks_written(self) -> int:
+        return self._packs.count
+
+    @property
+    def created_whole(self) -> set[str]:
+        """Whole blobs this push put into the store."""
+        return self._whole.created
 
     # -- placing chunks ---------------------------------------------------------------
 
-    def place(self, chunks: list[tuple[str, bytes | memoryview]]) -> list[ChunkRef]:
-        """A reference for every (hash, bytes): an existing copy when leased, else a new one."""
-        found = self.lookup({h for h, _ in chunks if h not in self._written})
-        refs: list[ChunkRef] = []
-        for digest, data in chunks:
-            ref = self._written.get(digest) or found.get(digest)
-            if ref is None:
-                ref = self._append(digest, data)
-            refs.append(ref)
-        return refs
+    def place(self, chunks: Sequence[tuple[str, bytes | memoryview]]) -> list[ChunkRef]:
+        """A reference for every (hash, bytes): an existing copy when leased, else a new
+        one, written by this push only when it holds the chunk's claim (module doc)."""
+        written = self._packs.written
+        data = {h: d for h, d in chunks if h not in written}
+        found = self.lookup(set(data))
+        unknown = [h for h in data if h not in found]
+        if unknown:
+            won = self._claims.claim(unknown, take_over=False)
+            found.update(self._settle(won))
+            for digest in unknown:  # in file order: consecutive chunks make one segment
+                if digest in won and digest not in found:
+                    self._packs.append(digest, data[digest])
+            lost = {h: data[h] for h in unknown if h not in won}
+            if lost:
+                found.update(self._await(lost))
+        if self._packs.has_open_chunks and self._claims.any_wanted():
+            self._packs.seal()  # another push waits for a chunk in the open pack
+        return [written.get(digest) or found[digest] for digest, _ in chunks]
 
     def lookup(self, hashes: set[str]) -> dict[str, ChunkRef]:
-        """Indexed chunks in live packs, each pack leased before it is trusted."""
+        """Indexed chunks in live packs, each pack leased before it is trusted.
+
+        A copy recorded as damaged is not found: the caller writes the bytes again,
+        and ``publish`` heals every reference to the damaged copy with them.
+        """
         if not hashes:
             return {}
         found: dict[str, ChunkRef] = {}
@@ -112,14 +119,16 @@ class PackSession:
                 rows = session.execute(
                     select(Chunk.hash, Chunk.idx, Chunk.offset, Chunk.length, Pack.name)
                     .join(Pack, Pack.id == Chunk.pack_id)
-                    .where(Chunk.hash.in_(batch), Pack.retired_at.is_(None))
+                    .where(Chunk.hash.in_(batch), Pack.retired_at.is_(None), undamaged_copy())
                 )
                 for r in rows:
                     found[r.hash] = ChunkRef(r.name, r.idx, r.offset, r.length)
-        unleased = {ref.pack for ref in found.values()} - self._leased
+        trusted = self._leased | self._packs.opened
+        unleased = {ref.pack for ref in found.values()} - trusted
         if unleased:
             self._lease_packs(unleased)
-            found = {h: ref for h, ref in found.items() if ref.pack in self._leased}
+            trusted = self._leased | self._packs.opened
+            found = {h: ref for h, ref in found.items() if ref.pack in trusted}
         return found
 
     def _lease_packs(self, names: set[str]) -> None:
@@ -137,122 +146,69 @@ class PackSession:
                 )
         self._leased |= alive
 
-    def _append(self, digest: str, data: bytes | memoryview) -> ChunkRef:
-        if self._open is not None and self._open.writer.size + len(data) > PACK_MAX_BYTES:
-            self._seal()
-        if self._open is None:
-            name = new_pack_name()
-            with self.ctx.transaction() as session:
-                self.lease.add_packs(session, [name])  # leased before its first byte exists
-            self._leased.add(name)
-            self._open = _OpenPack(self.ctx.blobs.new_pack(name))
-        pack = self._open
-        ref = ChunkRef(pack.writer.name, len(pack.table), pack.writer.size, len(data))
-        pack.writer.write(data)
-        pack.table.append(pack_table_entry(digest, len(data)))
-        pack.chunks.append((digest, ref))
-        self._written[digest] = ref
-        self.bytes_written += len(data)
-        self.chunk_bytes_written += len(data)
-        self.chunks_written += 1
-        return ref
+    def _settle(self, won: set[str]) -> dict[str, ChunkRef]:
+        """Chunks of ``won`` published between the lookup and the claim (their claims are
+        dropped, and the published copy is used)."""
+        published = self.lookup(won)
+        if published:
+            self._claims.drop(published)
+            won -= published.keys()
+        return published
 
-    def _seal(self) -> None:
-        """Publish the open pack's object (its rows come with ``publish``).
+    def _await(self, lost: dict[str, bytes | memoryview]) -> dict[str, ChunkRef]:
+        """References for chunks other pushes claimed: their copies once published, or
+        ours when a claim comes free (its holder failed or went stale), or after
+        ``lease_timeout`` of waiting on a holder that is alive but not sealing."""
+        deadline = time.monotonic() + self.ctx.settings.lease_timeout
+        delay = CLAIM_POLL_FIRST
+        refs: dict[str, ChunkRef] = {}
+        while lost:
+            # Nothing this push claimed stays unpublished while it waits: no wait cycles.
+            self._packs.seal()
+            self._packs.wait()
+            self._claims.want(lost)
+            time.sleep(delay)
+            delay = min(delay * 2, CLAIM_POLL_MAX)
+            found = self.lookup(set(lost))
+            refs.update(found)
+            for digest in found:
+                del lost[digest]
+            if not lost:
+                break
+            won = self._claims.claim(list(lost), take_over=True)
+            refs.update(self._settle(won))
+            if time.monotonic() > deadline:
+                log.warning(
+                    "waited %gs for %d chunks claimed by other pushes: storing them again",
+                    self.ctx.settings.lease_timeout,
+                    len(lost) - len(won),
+                )
+                self.duplicate_chunks += len(lost) - len(won)
+                won = set(lost)
+            for digest in list(lost):
+                if digest in refs:
+                    del lost[digest]
+                elif digest in won:
+                    refs[digest] = self._packs.append(digest, lost.pop(digest))
+        return refs
 
-        The commit (an fsync and a rename, or completing a multipart upload) runs on
-        its own thread while the next pack fills; ``finish`` waits for all of them.
-        """
-        pack, self._open = self._open, None
-        if pack is None:
-            return
-        if self._committer is None:
-            self._committer = ThreadPoolExecutor(1, thread_name_prefix="pack-commit")
-        sealed = SealedPack(
-            pack.writer.name, pack.writer.size, b"".join(pack.table), tuple(pack.chunks)
-        )
-        self._commits.append((self._committer.submit(pack.writer.commit), sealed))
-
-    def _wait_commits(self) -> None:
-        """Every sealed pack committed (and so publishable); the first failure raises."""
-        commits, self._commits = self._commits, []
-        failure: BaseException | None = None
-        for future, sealed in commits:
-            try:
-                future.result()
-                self._unpublished.append(sealed)
-            except BaseException as exc:  # the writer aborted itself; nothing to publish
-                failure = failure or exc
-        if self._committer is not None:
-            self._committer.shutdown(wait=True)
-            self._committer = None
-        if failure is not None:
-            raise failure
-
-    def publish(self, session: Session) -> dict[str, int]:
-        """Rows for every sealed pack (in the caller's transaction); name -> id of each pack
-        this session wrote or relies on."""
-        for pack in self._unpublished:
-            row = Pack(
-                name=pack.name,
-                size=pack.size,
-                chunk_count=len(pack.chunks),
-                chunk_table=pack.table,
-            )
-            session.add(row)
-            session.flush()
-            insert_ignore(
-                session,
-                Chunk.__table__,  # type: ignore[arg-type]
-                [
-                    {
-                        "hash": digest,
-                        "pack_id": row.id,
-                        "idx": ref.idx,
-                        "offset": ref.offset,
-                        "length": ref.length,
-                    }
-                    for digest, ref in pack.chunks
-                ],
-            )
+    def pack_ids(self, session: Session) -> dict[str, int]:
+        """Name -> id of each pack this session wrote or relies on (for segment rows), in
+        the caller's transaction; damaged copies of chunks it wrote are healed there."""
         ids: dict[str, int] = {}
-        for batch in in_chunks(sorted(self._leased)):
+        for batch in in_chunks(sorted(self._leased | self._packs.opened)):
             rows = session.execute(select(Pack.name, Pack.id).where(Pack.name.in_(batch)))
             ids.update((r.name, r.id) for r in rows)
+        heal(session, self._packs.written, ids)
         return ids
-
-    def published(self) -> None:
-        """The transaction that ran ``publish`` committed: those packs are the index's now."""
-        self._unpublished = []
 
     # -- whole blobs --------------------------------------------------------------------
 
     def stage_whole(self, sha256: str, data: bytes) -> None:
         """A small file, written whole with others in a batch: one lease transaction each."""
-        if sha256 not in self._small:
-            self._small[sha256] = data
-            self._small_bytes += len(data)
-        if self._small_bytes >= LOOKUP_BATCH_BYTES or len(self._small) >= 256:
-            self._write_whole()
-
-    def _write_whole(self) -> None:
-        if not self._small:
-            return
-        staged, self._small, self._small_bytes = self._small, {}, 0
-        with self.ctx.transaction() as session:
-            self.lease.add(session, staged)  # leased before the bytes are looked at
-        for sha256, data in staged.items():
-            put = self.ctx.blobs.put(sha256, io.BytesIO(data), size_hint=len(data))
-            if put.created:
-                self.created_whole.add(sha256)
-                self.bytes_written += len(data)
+        self._whole.stage(sha256, data)
 
     # -- lifecycle ----------------------------------------------------------------------
-
-    def file_writer(self, *, crc: bool = True) -> FileWriter:
-        from registry.services.chunkstore.files import FileWriter
-
-        return FileWriter(self, crc=crc)
 
     def worker(self) -> ThreadPoolExecutor:
         """The thread that cuts, names and places this session's chunks, in order."""
@@ -268,47 +224,22 @@ class PackSession:
     def finish(self) -> None:
         """Write staged whole blobs and seal the open pack: everything placed is published."""
         self._stop_worker()
-        self._write_whole()
-        self._seal()
-        self._wait_commits()
+        self._whole.flush()
+        self._packs.seal()
+        self._packs.wait()
 
     def discard(self) -> None:
-        """Undo what no row names yet: the open pack and the sealed, unpublished ones.
+        """Undo a rejected push's writes where nobody else relies on them.
 
-        Whole blobs stay (another push may rely on the same bytes); GC takes them.
+        The open pack is aborted and this push's claims dropped (a push waiting on one
+        claims it next). Packs it published, and whole blobs it created, are deleted
+        unless a file row uses them or another live push has leased them (the test GC
+        applies, under the same exclusive lock); what stays is GC's.
         """
         self._stop_worker()
-        with contextlib.suppress(BaseException):
-            self._wait_commits()  # committed packs are then deleted below, like sealed ones
-        self._small, self._small_bytes = {}, 0
-        pack, self._open = self._open, None
-        if pack is not None:
-            pack.writer.abort()
-        for sealed in self._unpublished:
-            try:
-                self.ctx.blobs.delete_pack(sealed.name)
-            except Exception:  # GC collects an orphan pack after the grace period
-                log.warning("could not delete pack %s of a rejected push", sealed.name)
-        self._unpublished = []
-        if self.created_whole:
-            try:
-                self._delete_unclaimed(sorted(self.created_whole))
-            except Exception:  # GC collects them after the grace period
-                log.warning("could not delete the blobs of a rejected push", exc_info=True)
-            self.created_whole = set()
-
-    def _delete_unclaimed(self, hashes: list[str]) -> None:
-        """Delete blobs this session created that no row and no other live lease names.
-
-        The same test GC applies, under the same exclusive lock, so a concurrent
-        push that leased one of them keeps it.
-        """
-        timeout = self.ctx.settings.lease_timeout
-        with self.ctx.transaction() as session:
-            lock_blobs_exclusive(session)
-            claimed = live_leased(session, hashes, timeout, excluding=self.lease.id)
-            for batch in in_chunks(hashes):
-                claimed.update(session.scalars(select(Blob.sha256).where(Blob.sha256.in_(batch))))
-            for sha256 in hashes:
-                if sha256 not in claimed:
-                    self.ctx.blobs.delete(sha256)
+        self._packs.discard()
+        try:
+            self._claims.drop_all()
+        except Exception:  # they go with the lease (cascade), or expire with its heartbeat
+            log.warning("could not drop the chunk claims of a rejected push", exc_info=True)
+        self._whole.discard()

@@ -8,6 +8,11 @@ MANIFEST all checked out, and only while the push's lease proves GC took
 nothing. May import carton/, blobstore/, db/ and the other services.
 """
 
-from registry.services.ingest.push import PushResult, ingest_file, ingest_stream
+from registry.services.ingest.push import (
+    PushResult,
+    check_may_push_into,
+    ingest_file,
+    ingest_stream,
+)
 
-__all__ = ["PushResult", "ingest_file", "ingest_stream"]
+__all__ = ["PushResult", "check_may_push_into", "ingest_file", "ingest_stream"]

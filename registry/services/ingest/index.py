@@ -12,8 +12,10 @@ from sqlalchemy.orm import Session
 
 from registry.carton.config import CartonConfig
 from registry.carton.manifest import Manifest
+from registry.carton.names import split_name
 from registry.db.queries import insert_ignore
 from registry.db.tables import Carton, CartonFile, Model, Tag, Version, utcnow
+from registry.services.access import hidden_namespaces
 from registry.services.listing import refresh_model_listing
 
 
@@ -42,9 +44,9 @@ def index_carton(
                 model_name=config.model_name,
                 short_description=config.short_description,
                 description=config.model_description,
-                runner_name=runner.runner_name if runner else None,
-                framework_version=runner.required_framework_version if runner else None,
-                runner_compat_version=runner.runner_compat_version if runner else None,
+                runner_name=runner.runner_name,
+                framework_version=runner.required_framework_version,
+                runner_compat_version=runner.runner_compat_version,
                 required_platforms=list(config.required_platforms),
                 file_count=len(manifest.entries),
                 total_bytes=sum(sizes[e.sha256] for e in manifest.entries),
@@ -52,7 +54,7 @@ def index_carton(
         )
         session.flush()
         session.execute(
-            CartonFile.__table__.insert(),  # type: ignore[attr-defined]
+            CartonFile.__table__.insert(),
             [
                 {
                     "manifest_sha256": manifest.sha256,
@@ -70,7 +72,10 @@ def index_carton(
         first = session.execute(
             select(Model.name, Version.version)
             .join(Model, Model.id == Version.model_id)
-            .where(Version.manifest_sha256 == manifest.sha256)
+            .where(
+                Version.manifest_sha256 == manifest.sha256,
+                Model.namespace.not_in(sorted(hidden_namespaces(session))),
+            )
             .order_by(Version.id)
             .limit(1)
         ).first()
@@ -104,8 +109,16 @@ def index_carton(
 def _get_or_create_model(session: Session, name: str) -> Model:
     insert_ignore(
         session,
-        Model.__table__,  # type: ignore[arg-type]
-        [{"name": name, "last_version": 0, "created_at": utcnow(), "updated_at": utcnow()}],
+        Model.__table__,
+        [
+            {
+                "name": name,
+                "namespace": split_name(name)[0],
+                "last_version": 0,
+                "created_at": utcnow(),
+                "updated_at": utcnow(),
+            }
+        ],
     )
     model = session.scalar(select(Model).where(Model.name == name).with_for_update())
     assert model is not None

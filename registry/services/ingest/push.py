@@ -5,23 +5,28 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
 from registry.carton.config import CartonConfig, parse_carton_toml, validate_references
 from registry.carton.digests import mismatch_message
 from registry.carton.manifest import Manifest
+from registry.carton.names import model_conflict, names_another_model, split_name
 from registry.carton.paths import CARTON_TOML, TENSOR_INDEX
+from registry.carton.streams import Readable
 from registry.carton.tensor_data import parse_tensor_index
 from registry.carton.validate import MAX_STRING_TENSOR_CHECK, tensor_problems
 from registry.errors import (
     ArchiveTooLarge,
     InvalidCarton,
+    InvalidName,
     ManifestMismatch,
     ModelNameRequired,
 )
+from registry.services.access import require_write
 from registry.services.blobs import stored_subset
+from registry.services.chunkstore.damage import damaged_files
 from registry.services.chunkstore.index import record_files
 from registry.services.chunkstore.layout import FileLayout
 from registry.services.chunkstore.reader import (
@@ -33,11 +38,18 @@ from registry.services.chunkstore.reader import (
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
 from registry.services.ingest.index import index_carton
-from registry.services.ingest.receive import receive
+from registry.services.ingest.receive import Received, receive
 from registry.services.ingest.resolve import resolve_missing
 from registry.services.leases import Lease, lock_blobs_shared
-from registry.services.names import validate_model_name, validate_tag_name
+from registry.services.lineage import record_after_push
+from registry.services.names import validate_model_name, validate_namespace, validate_tag_name
+from registry.services.namespaces import require_namespace
 from registry.services.observers import notify
+from registry.services.private_dedup import (
+    carton_stored_for_others,
+    restricted,
+    usable_blobs,
+)
 
 
 @dataclass
@@ -52,11 +64,13 @@ class PushResult:
     bytes_stored: int = 0
     created: bool = field(default=False)
     seconds: float = field(default=0.0)
+    lineage_seconds: float = field(default=0.0)  # of ``seconds``: recording its lineage
 
     def as_json(self) -> dict[str, Any]:
         body = asdict(self)
         body.pop("created")
         body.pop("seconds")
+        body.pop("lineage_seconds")
         return body
 
 
@@ -70,109 +84,91 @@ def ingest_file(
 
 def ingest_stream(
     ctx: RegistryContext,
-    source: BinaryIO,
+    source: Readable,
     *,
     model_name: str | None = None,
     tag: str | None = None,
+    namespace: str | None = None,
 ) -> PushResult:
-    """Push the carton whose zip bytes ``source`` yields, as they arrive."""
+    """Push the carton whose zip bytes ``source`` yields, as they arrive.
+
+    ``namespace`` puts a name without one into it (``?namespace=acme``: ``bert`` is
+    pushed as ``acme/bert``); the caller must be allowed to push there, which is
+    checked before any byte is read when the namespace is known up front, and again
+    once carton.toml has given the name.
+    """
+    if namespace is not None:
+        check_may_push_into(ctx, namespace)
     started = time.monotonic()
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
         try:
-            result = _push(ctx, source, packs, lease, model_name, tag)
+            result = _push(ctx, source, packs, lease, model_name, tag, namespace)
         except BaseException:
             packs.discard()
             raise
+    lineage_started = time.monotonic()
+    record_after_push(ctx, result.manifest_sha256)
+    result.lineage_seconds = time.monotonic() - lineage_started
     result.seconds = time.monotonic() - started
     notify(ctx.observers.push, result)
     return result
 
 
+INDEX_ATTEMPTS = 3
+"""Indexing transactions a push tries: a concurrent push of the same manifest or model
+may win a unique key, and the next attempt reads its rows."""
+
+
 def _push(
     ctx: RegistryContext,
-    source: BinaryIO,
+    source: Readable,
     packs: PackSession,
     lease: Lease,
     model_name: str | None,
     tag: str | None,
+    namespace: str | None = None,
 ) -> PushResult:
+    """Bytes first (one pass), then what MANIFEST names but the zip left out, the
+    content checks, and the rows in one fenced transaction."""
     received = receive(ctx, source, packs)
-    carton = received.carton
-    manifest = carton.manifest
+    manifest = received.carton.manifest
     if manifest.get(CARTON_TOML) is None:
         raise InvalidCarton("MANIFEST has no carton.toml entry")
-
-    # The zip's files must be what MANIFEST says they are.
-    written: dict[str, FileLayout] = {}
-    for entry in manifest.entries:
-        source_path = carton.sources.get(entry.path)
-        if source_path is None:
-            continue
-        layout = received.layouts[source_path]
-        if layout.sha256 != entry.sha256:
-            raise ManifestMismatch(mismatch_message(entry.path, layout.sha256, entry.sha256))
-        written[entry.sha256] = layout
-
-    # Lease every file before looking at the index: GC then keeps what we find.
-    hashes = {e.sha256 for e in manifest.entries}
-    with ctx.transaction() as session:
-        lock_blobs_shared(session)
-        lease.add(session, hashes)
-    with ctx.sessions() as session:
-        known = load_files(session, hashes)
-    # A row whose object was lost (found by fsck) is no source: rewrite or resolve it.
-    whole = [sha for sha, f in known.items() if not f.chunked]
-    lost = set(whole) - stored_subset(ctx, whole)
+    written = _written_files(received)
+    known, lost = _known_files(ctx, lease, {e.sha256 for e in manifest.entries})
+    hidden, carton_hidden = _hidden_files(ctx, known, manifest.sha256)
     paths = {e.sha256: e.path for e in reversed(manifest.entries)}
     missing = {
-        sha: paths[sha]
-        for sha in hashes
-        if sha not in written and (sha not in known or sha in lost)
+        sha: path
+        for sha, path in paths.items()
+        if sha not in written and (sha not in known or sha in lost or sha in hidden)
     }
-    written.update(resolve_missing(ctx, packs, missing, carton.links))
+    written.update(resolve_missing(ctx, packs, missing, received.carton.links, hidden))
     packs.finish()
 
-    files: dict[str, StoredFile] = {
-        sha: f for sha, f in known.items() if sha not in lost and sha not in written
-    }
+    files = {sha: f for sha, f in known.items() if sha not in lost and sha not in written}
     files.update({sha: stored_from_layout(layout) for sha, layout in written.items()})
     captured = {
         path: received.captured[source]
-        for path, source in carton.sources.items()
+        for path, source in received.carton.sources.items()
         if source in received.captured
     }
     config, toml_bytes = _check_content(ctx, manifest, files, captured)
-    name = _choose_name(config, model_name, tag)
+    name = _choose_name(config, model_name, tag, namespace)
+    _check_may_push(ctx, name)
     sizes = {sha: f.size for sha, f in files.items()}
-
-    for attempt in range(3):
-        try:
-            with ctx.transaction() as session:
-                lease.fence(session)
-                pack_ids = packs.publish(session)
-                new = record_files(
-                    session, written.values(), pack_ids, replace=lost & written.keys()
-                )
-                created, name, version = index_carton(
-                    session, manifest, config, toml_bytes, sizes, name, tag
-                )
-                lease.release(session)
-            packs.published()
-            ctx.caches.index_changed()
-            break
-        except IntegrityError:
-            # A concurrent push of the same manifest or model won the race: read it again.
-            if attempt == 2:
-                raise
-    added = new | (lost & written.keys())
+    replaced = lost & written.keys()
+    new, created, name, version = _index(
+        ctx, lease, packs, written, replaced, manifest, config, toml_bytes, sizes, name, tag
+    )
+    # What was stored for others only is new to this caller, as far as it may know.
+    shown_new = hidden & written.keys()
+    added = new | replaced | shown_new
     bytes_total = sum(sizes[e.sha256] for e in manifest.entries)
     bytes_new = sum(written[sha].size for sha in added)
-    bytes_stored = sum(
-        written[sha].new_chunk_bytes
-        if written[sha].chunked
-        else (written[sha].size if sha in packs.created_whole else 0)
-        for sha in added
+    bytes_stored = _bytes_stored(written, added - shown_new, packs.created_whole) + sum(
+        written[sha].size for sha in shown_new
     )
     return PushResult(
         manifest_sha256=manifest.sha256,
@@ -183,7 +179,99 @@ def _push(
         bytes_new=bytes_new,
         bytes_deduplicated=bytes_total - bytes_new,
         bytes_stored=bytes_stored,
-        created=created,
+        created=created or carton_hidden,
+    )
+
+
+def _written_files(received: Received) -> dict[str, FileLayout]:
+    """The layouts of the files the zip held, each what MANIFEST says it is."""
+    carton = received.carton
+    written: dict[str, FileLayout] = {}
+    for entry in carton.manifest.entries:
+        source_path = carton.sources.get(entry.path)
+        if source_path is None:
+            continue
+        layout = received.layouts[source_path]
+        if layout.sha256 != entry.sha256:
+            raise ManifestMismatch(mismatch_message(entry.path, layout.sha256, entry.sha256))
+        written[entry.sha256] = layout
+    return written
+
+
+def _known_files(
+    ctx: RegistryContext, lease: Lease, hashes: set[str]
+) -> tuple[dict[str, StoredFile], set[str]]:
+    """The indexed files among ``hashes``, and those of them whose object was lost or
+    whose chunks are damaged (found by fsck or a read): no source, so rewritten or
+    resolved like missing ones.
+
+    Every file is leased before the index is looked at: GC then keeps what is found.
+    """
+    with ctx.transaction() as session:
+        lock_blobs_shared(session)
+        lease.add(session, hashes)
+    with ctx.sessions() as session:
+        known = load_files(session, hashes)
+        damaged = damaged_files(session, [sha for sha, f in known.items() if f.chunked])
+    whole = [sha for sha, f in known.items() if not f.chunked]
+    return known, (set(whole) - stored_subset(ctx, whole)) | damaged
+
+
+def _hidden_files(
+    ctx: RegistryContext, known: dict[str, StoredFile], manifest_sha256: str
+) -> tuple[set[str], bool]:
+    """Of the indexed files, those stored for others only (``private_dedup``): not there
+    for this caller, which must send them; and whether the carton itself is."""
+    with ctx.sessions() as session:
+        if not restricted(session):
+            return set(), False
+        hidden = set(known) - usable_blobs(ctx, session, known)
+        return hidden, carton_stored_for_others(session, manifest_sha256)
+
+
+def _index(
+    ctx: RegistryContext,
+    lease: Lease,
+    packs: PackSession,
+    written: dict[str, FileLayout],
+    replaced: set[str],
+    manifest: Manifest,
+    config: CartonConfig,
+    toml_bytes: bytes,
+    sizes: dict[str, int],
+    name: str | None,
+    tag: str | None,
+) -> tuple[set[str], bool, str | None, int | None]:
+    """Rows second, in one transaction fenced by the lease: (files inserted, created,
+    model name, version)."""
+    for attempt in range(1, INDEX_ATTEMPTS + 1):
+        try:
+            with ctx.transaction() as session:
+                lease.fence(session)
+                new = record_files(
+                    session, written.values(), packs.pack_ids(session), replace=replaced
+                )
+                created, name, version = index_carton(
+                    session, manifest, config, toml_bytes, sizes, name, tag
+                )
+                lease.release(session)
+            ctx.caches.index_changed()
+            return new, created, name, version
+        except IntegrityError:
+            # A concurrent push of the same manifest or model won the race: read it again.
+            if attempt == INDEX_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _bytes_stored(written: dict[str, FileLayout], added: set[str], created: set[str]) -> int:
+    """What the push added to the store: new chunks of its chunked files, and the whole
+    blobs it created."""
+    return sum(
+        written[sha].new_chunk_bytes
+        if written[sha].chunked
+        else (written[sha].size if sha in created else 0)
+        for sha in added
     )
 
 
@@ -212,7 +300,7 @@ def _check_content(
         data = captured.get(path)
         return data if data is not None else read_file(ctx.blobs, stored(path))
 
-    toml_bytes = read(CARTON_TOML, ctx.settings.max_carton_toml_bytes)
+    toml_bytes = read(CARTON_TOML, ctx.archive_limits.max_carton_toml_bytes)
     config = parse_carton_toml(toml_bytes)
     entries = parse_tensor_index(read(TENSOR_INDEX)) if TENSOR_INDEX in manifest else []
     names = {e.name for e in entries}
@@ -225,8 +313,36 @@ def _check_content(
     return config, toml_bytes
 
 
-def _choose_name(config: CartonConfig, model_name: str | None, tag: str | None) -> str | None:
-    name = config.model_name or model_name
+def check_may_push_into(ctx: RegistryContext, namespace: str) -> None:
+    """The caller may push into ``namespace`` (which must exist and be visible to it)."""
+    _check_may_push(ctx, f"{validate_namespace(namespace)}/-")
+
+
+def _check_may_push(ctx: RegistryContext, name: str | None) -> None:
+    """The caller may push this name (unnamed: into the root namespace)."""
+    with ctx.sessions() as session:
+        namespace = require_namespace(session, name) if name is not None else ""
+        require_write(session, namespace, "push", name or "")
+
+
+def _choose_name(
+    config: CartonConfig, model_name: str | None, tag: str | None, namespace: str | None = None
+) -> str | None:
+    """carton.toml's model_name, else ``?model=``; a ``?model=`` naming another model is a
+    400, one naming the same model in a namespace (``acme/bert``) pushes it there."""
+    if names_another_model(config.model_name, model_name):
+        raise InvalidCarton(model_conflict(config.model_name or "", model_name or ""))
+    name = model_name or config.model_name
+    if namespace is not None:
+        if name is None:
+            raise ModelNameRequired(
+                "a namespace needs a model name: carton.toml has no model_name and no "
+                "?model= was given"
+            )
+        inside, leaf = split_name(name)
+        if inside and inside != namespace:
+            raise InvalidName(f"model {name!r} is not in namespace {namespace!r}")
+        name = f"{namespace}/{leaf}"
     if tag is not None:
         validate_tag_name(tag)
         if name is None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO
 
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_DIR
-from registry.carton.streams import CHUNK
+from registry.carton.streams import CHUNK, Readable
 from registry.carton.zipstream import StreamedCarton, ZipStream, check_carton
+from registry.services.chunkstore.files import FileWriter
 from registry.services.chunkstore.layout import FileLayout
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
@@ -28,7 +28,7 @@ def _worth_capturing(path: str) -> bool:
     return path == CARTON_TOML or (path.startswith(TENSOR_DIR) and path.endswith(".toml"))
 
 
-def receive(ctx: RegistryContext, source: BinaryIO, packs: PackSession) -> Received:
+def receive(ctx: RegistryContext, source: Readable, packs: PackSession) -> Received:
     """Every member hashed, chunked and written as it streams; then the zip's own checks.
 
     Nothing is trusted before ``check_carton`` returns: the central directory,
@@ -42,7 +42,7 @@ def receive(ctx: RegistryContext, source: BinaryIO, packs: PackSession) -> Recei
     for entry in stream:
         if entry.is_dir or entry.path in (MANIFEST_NAME, LINKS_NAME):
             continue  # MANIFEST and LINKS are read by the stream itself, never stored
-        writer = packs.file_writer(crc=False)  # the zip reader checks the member's CRC-32
+        writer = FileWriter(packs, crc=False)  # the zip reader checks the member's CRC-32
         keep: list[bytes] | None = [] if _worth_capturing(entry.path) else None
         while True:
             data = entry.read(READ_SIZE)

@@ -7,6 +7,7 @@ import httpx
 from registry.blobstore.errors import BlobNotFound
 from registry.carton.streams import ChecksumReader
 from registry.errors import FilesMissing, LinkFetchFailed, LinkHostNotAllowed
+from registry.services.chunkstore.files import FileWriter
 from registry.services.chunkstore.layout import FileLayout
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
@@ -41,15 +42,17 @@ def resolve_missing(
     packs: PackSession,
     missing: dict[str, str],
     links: dict[str, list[str]] | None,
+    hidden: set[str] | frozenset[str] = frozenset(),
 ) -> dict[str, FileLayout]:
     """A layout for every ``missing`` sha256 (-> a MANIFEST path naming it), or an error.
 
     Files with no URL are reported all at once (``FilesMissing.missing``), so a
-    client can upload them and push again.
+    client can upload them and push again. ``hidden``: files the store holds for others
+    than the caller (``registry.services.private_dedup``): not taken from the store.
     """
     found: dict[str, FileLayout] = {}
     for sha256 in sorted(missing):
-        layout = _from_store(ctx, sha256)
+        layout = None if sha256 in hidden else _from_store(ctx, sha256)
         if layout is not None:
             found[sha256] = layout
     links = links or {}
@@ -84,9 +87,9 @@ def _fetch(
     failures: list[tuple[str, str]] = []
     not_allowed = 0
     for url in links[sha256]:
-        writer = packs.file_writer()
+        writer = FileWriter(packs)
         try:
-            for data in iter_link(client, url, policy, ctx.settings.max_unpacked_bytes):
+            for data in iter_link(client, url, policy, ctx.archive_limits.max_unpacked_bytes):
                 writer.write(data)
         except LinkRefused as exc:
             failures.append((url, str(exc)))

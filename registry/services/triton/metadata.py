@@ -13,7 +13,12 @@ from registry.services.triton.versions import (
     version_numbers,
 )
 from registry.triton.documents import ModelConfig, ModelMetadata, ServerMetadata
-from registry.triton.mapping import BACKEND_FOR_RUNNER, config_tensor, metadata_tensor
+from registry.triton.mapping import (
+    BACKEND_FOR_RUNNER,
+    batched_config,
+    config_tensor,
+    metadata_tensor,
+)
 
 SERVER_NAME = "carton-registry"
 EXTENSIONS = ["model_repository", "model_repository(unload_dependents)", "binary_tensor_data"]
@@ -47,13 +52,18 @@ def model_config(ctx: RegistryContext, name: str, version: int | None) -> ModelC
         config = stored_config(session, row)
     runner = config.runner.runner_name
     backend, platform = BACKEND_FOR_RUNNER.get(runner, (runner, None))
+    tensors = [*config.inputs, *config.outputs]
+    max_batch_size, dims = batched_config(config.runner.opts, tensors)
     out = ModelConfig(
         name=name,
         backend=backend,
         version_policy={"specific": {"versions": [row.version]}},
-        max_batch_size=0,
-        input=[config_tensor(s) for s in config.inputs],
-        output=[config_tensor(s) for s in config.outputs],
+        max_batch_size=max_batch_size,
+        input=[config_tensor(s, d) for s, d in zip(config.inputs, dims, strict=False)],
+        output=[
+            config_tensor(s, d)
+            for s, d in zip(config.outputs, dims[len(config.inputs) :], strict=True)
+        ],
         parameters={
             "carton_runner_name": {"string_value": runner},
             "carton_manifest_sha256": {"string_value": row.manifest_sha256},

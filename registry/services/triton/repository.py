@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from functools import partial
 from typing import Any, BinaryIO
 
 from sqlalchemy import select
@@ -17,13 +18,16 @@ from sqlalchemy.orm import Session
 
 from registry.carton.config import render_carton_toml
 from registry.carton.errors import CartonFormatError
-from registry.carton.manifest import MANIFEST_NAME, build_manifest, path_problem
-from registry.carton.paths import TENSOR_INDEX
+from registry.carton.manifest import build_manifest
+from registry.carton.paths import MANIFEST_NAME, TENSOR_INDEX, path_problem
 from registry.carton.tensor_data import write_tensor_index
-from registry.carton.zipwrite import STORED, write_zip
+from registry.carton.zipformat import STORED
+from registry.carton.zipwrite import write_zip
 from registry.db.tables import CartonFile, Model, Version
 from registry.errors import InvalidBody, ModelLoadFailed, NotImplementedYet
 from registry.services import models, references
+from registry.services.access import hidden_namespaces, require_write, visible_models
+from registry.services.chunkstore.damage import damaged_files
 from registry.services.chunkstore.reader import load_files, stored_size
 from registry.services.context import RegistryContext
 from registry.services.ingest import ingest_file
@@ -47,6 +51,9 @@ def repository_index(ctx: RegistryContext, *, ready_only: bool = False) -> list[
         )
         if ready_only:
             stmt = stmt.where(Version.state == READY)
+        shown = visible_models(hidden_namespaces(session))
+        if shown is not None:  # a private namespace's models are not there for outsiders
+            stmt = stmt.where(shown)
         return [IndexEntry(n, str(v), s, r or "") for n, v, s, r in session.execute(stmt)]
 
 
@@ -55,6 +62,7 @@ def unload_model(ctx: RegistryContext, name: str) -> ModelVersions:
     validate_model_name(name)
     with ctx.transaction() as session:
         model = models.get_model_row(session, name)
+        require_write(session, model.namespace, "push", name)
         rows = list(session.scalars(select(Version).where(Version.model_id == model.id)))
         for row in rows:
             row.state = UNAVAILABLE
@@ -70,10 +78,13 @@ def _version_problem(ctx: RegistryContext, session: Session, row: Version) -> st
         .order_by(CartonFile.path)
     ).all()
     stored = load_files(session, {sha for _, sha in files})
+    damaged = damaged_files(session, [sha for sha, f in stored.items() if f.chunked])
     seen: dict[str, int | None] = {}
     for path, sha in files:
         if sha not in stored:
             return f"blob {sha} ({path}) has no index row"
+        if sha in damaged:
+            return f"blob {sha} ({path}) has damaged chunks in the blob store (push it again)"
         if sha not in seen:
             seen[sha] = stored_size(ctx.blobs, stored[sha])
         actual, size = seen[sha], stored[sha].size
@@ -92,6 +103,7 @@ def reload_model(ctx: RegistryContext, name: str) -> ModelVersions:
     validate_model_name(name)
     with ctx.sessions() as session:
         model = models.get_model_row(session, name)
+        require_write(session, model.namespace, "push", name)
         rows = list(
             session.scalars(
                 select(Version).where(Version.model_id == model.id).order_by(Version.version)
@@ -137,11 +149,11 @@ def build_load_carton(name: str, request: LoadRequest, out: BinaryIO) -> None:
     ordered = [(MANIFEST_NAME, manifest.raw), *sorted(members.items())]
     write_zip(
         out,
-        [(path, (lambda d=data: io.BytesIO(d)), STORED) for path, data in ordered],
+        [(path, partial(io.BytesIO, data), STORED) for path, data in ordered],
     )
 
 
-def load_model_with_files(ctx: RegistryContext, name: str, request: LoadRequest) -> dict:
+def load_model_with_files(ctx: RegistryContext, name: str, request: LoadRequest) -> dict[str, Any]:
     """Build a carton from config + files and push it through the ordinary ingest path.
 
     Answers the push's own body (manifest, version, byte counts) plus ``triton_version``,

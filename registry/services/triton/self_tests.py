@@ -16,15 +16,16 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from registry.carton.config import TENSOR_REF_PREFIX, TensorSpec
+from registry.carton.config import TensorSpec
 from registry.carton.errors import CartonFormatError
-from registry.carton.paths import TENSOR_INDEX
+from registry.carton.paths import TENSOR_INDEX, TENSOR_REF_PREFIX
 from registry.carton.tensor_data import (
     NESTED,
     TensorIndexEntry,
     load_tensor,
     parse_tensor_index,
 )
+from registry.carton.validate import self_test_tensor_problem
 from registry.db.tables import CartonFile
 from registry.errors import InvalidBody, InvalidSelfTest, NotImplementedYet, SelfTestNotFound
 from registry.services.context import RegistryContext
@@ -120,10 +121,9 @@ def load_self_test(
             value = load_tensor(entry, read, entries)
         except CartonFormatError as exc:
             raise InvalidSelfTest(f"{where}: {ref}: {exc.message}") from exc
-        if entry.dtype != spec.dtype:
-            raise InvalidSelfTest(
-                f"{where}: {ref} has dtype {entry.dtype} but {spec.name!r} is declared {spec.dtype}"
-            )
+        problem = self_test_tensor_problem(where, ref, entry, spec)
+        if problem is not None:  # the rule `inspect` reports by
+            raise InvalidSelfTest(problem)
         return _wire(spec, value, where)
 
     inputs = [

@@ -12,6 +12,7 @@ import pytest
 from backports.zstd import zipfile
 from sqlalchemy import func, select
 
+from registry.carton.limits import ArchiveLimits
 from registry.db.tables import Blob, Carton, CartonFile, Model, Version
 from tests.conftest import FIXTURE_CARTONS, REFERENCE, fixture_carton
 
@@ -441,7 +442,9 @@ def test_openapi_document_lists_the_api(client):
         assert path in paths
 
 
-@pytest.mark.settings(max_expansion_ratio=10.0, expansion_min_bytes=1024 * 1024)
+@pytest.mark.settings(
+    archive=ArchiveLimits(max_expansion_ratio=10.0, expansion_min_bytes=1024 * 1024)
+)
 def test_a_push_may_not_unpack_to_far_more_than_it_uploaded(client, registry_ctx):
     """Members under the per-member ratio floor still count against the whole upload."""
     from tests.helpers import make_carton

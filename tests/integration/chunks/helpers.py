@@ -8,7 +8,7 @@ import random
 import zipfile
 from collections.abc import Iterable
 
-from registry.blobstore.chunking import chunk_hash, iter_chunks
+from registry.chunking import chunk_hash, iter_chunks
 from registry.services.context import RegistryContext
 from tests.helpers import check_full, make_carton, sha
 

@@ -104,6 +104,23 @@ def test_a_mostly_dead_pack_is_rewritten_then_retired(client, registry_ctx, most
     assert check_integrity(registry_ctx, verify_hashes=True).ok
 
 
+def test_max_unused_is_how_many_dead_bytes_may_stay(client, registry_ctx, mostly_dead_pack):
+    """The pack is 2 MiB dead beside 400 KB live: a share of the live bytes large enough
+    (plus the 1 MiB slack) leaves it; the default (2%) rewrites it."""
+    dead, live = len(ONLY_V1), len(KEPT)
+    enough = (dead - MiB) / live + 0.01
+    report = collect_garbage(registry_ctx, grace_seconds=0, max_unused=enough)
+    assert report.packs.packs_rewritten == 0 and packs_of(registry_ctx, KEPT) == {mostly_dead_pack}
+    short = (dead - MiB) / live - 0.01
+    dry = collect_garbage(registry_ctx, grace_seconds=0, dry_run=True, max_unused=short)
+    assert dry.packs.packs_rewritten == 1 and dry.packs.pack_bytes_freed == dead
+    assert registry_ctx.settings.gc_max_unused == 0.02
+    assert collect_garbage(registry_ctx, grace_seconds=0).packs.packs_rewritten == 1
+    assert packs_of(registry_ctx, KEPT) != {mostly_dead_pack}
+    with pytest.raises(ValueError, match="negative"):
+        collect_garbage(registry_ctx, grace_seconds=0, max_unused=-0.1)
+
+
 def test_a_leased_pack_is_never_deleted_or_rewritten(
     client, registry_ctx, dead_pack, mostly_dead_pack
 ):
@@ -204,3 +221,29 @@ def test_gc_in_a_loop_during_pushes_of_overlapping_variants_loses_nothing(client
     collect_garbage(registry_ctx, grace_seconds=0)
     assert stored(registry_ctx) == referenced(registry_ctx)
     assert check_integrity(registry_ctx, verify_hashes=True).ok
+
+
+def test_a_pack_with_damaged_live_chunks_is_not_rewritten_until_healed(
+    client, registry_ctx, mostly_dead_pack
+):
+    """A rewrite would carry the bad bytes away from their record (chunkstore.damage)."""
+    from registry.services.chunkstore.damage import CORRUPT, record_damage
+
+    old = mostly_dead_pack
+    assert record_damage(
+        registry_ctx, old, [len(pack_table(registry_ctx, old)) - 1], CORRUPT, "fsck"
+    )
+    report = collect_garbage(registry_ctx, grace_seconds=0)
+    assert report.packs.packs_rewritten == 0 and pack_rows(registry_ctx) == {old: False}
+
+    push(client, weights_carton(KEPT, "pair", again=b"heals"))  # KEPT's bytes, sent again
+    healed = collect_garbage(registry_ctx, grace_seconds=0)
+    assert healed.packs.packs_deleted + healed.packs.packs_rewritten == 1
+    assert check_integrity(registry_ctx, verify_hashes=True).ok
+
+
+def pack_table(ctx, name: str) -> list[tuple[str, int]]:
+    from registry.services.chunkstore.layout import parse_pack_table
+
+    with ctx.sessions() as s:
+        return parse_pack_table(s.scalar(select(Pack.chunk_table).where(Pack.name == name)))

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from bench.harness.proxy import CountingProxy
-from registry.blobstore.chunking import ChunkParams, chunk_hash, iter_chunks
+from registry.chunking import ChunkParams, chunk_hash, iter_chunks
 from registry.client import ClientError, RegistryClient
 from registry.client import chunks as client_chunks
 from registry.services import chunk_transfer
@@ -100,6 +100,12 @@ def test_a_variant_push_sends_about_the_changed_region(cli, live_server, proxy, 
     sent, rest = run.out.splitlines()[-2].removeprefix("sent ").split(" of ")
     assert rest.endswith("already in the registry"), run.out
     assert float(sent.split()[0]) <= 6.5 and sent.endswith("MiB"), run.out
+    # The summary agrees with itself: a whole new file, a few MiB of it stored and sent.
+    files_line = next(line for line in run.out.splitlines() if line.startswith("files: "))
+    assert "48.0 MiB in new files" in files_line, run.out
+    stored = files_line.rsplit("; ", 1)[1]
+    assert stored.endswith("MiB stored after chunk dedup"), run.out
+    assert float(stored.split()[0]) <= 6.5, run.out
     got = httpx.get(f"{live_server.url}/blobs/{sha256(variant)}", timeout=60).content
     assert got == variant
 
@@ -411,7 +417,7 @@ def test_a_pull_with_a_warm_cache_fetches_only_new_chunks(
     assert "from the local cache" in run.out
 
     # Without the cache: the registry's own full carton, every byte over the wire.
-    down, _ = pull_full(cli, proxy, manifest_hash(v2), out, "--no-cache")
+    down, _ = pull_full(cli, proxy, manifest_hash(v2), out, "--no-cache")  # same bytes: kept
     assert down >= len(variant)
     assert member_bytes(out) == member_bytes(v2)
 

@@ -78,15 +78,15 @@ def test_push_with_tag_and_model_name(cli, live_server):
     assert "prod" in data["model"]["tags"]
 
 
-def test_push_non_zip_reports_the_server_error(cli, live_server, tmp_path):
+def test_push_non_zip_is_refused_before_anything_is_sent(cli, live_server, tmp_path):
     bogus = tmp_path / "bogus.carton"
     bogus.write_bytes(b"this is not a zip file at all\n" * 10)
-    run = cli("push", str(bogus), "--url", live_server.url)
-    assert run.code == 1
-    assert run.err.strip().splitlines()[-1].startswith("error: ")
-    assert "(HTTP 4" in run.err
-    assert "zip" in run.err.lower()
-    assert "could not be read locally" in run.err
+    for extra in ((), ("--full",)):
+        run = cli("push", str(bogus), *extra, "--url", live_server.url)
+        assert run.code == 1
+        assert run.err.strip().splitlines()[-1].startswith(f"error: {bogus}: not a zip archive")
+        assert "(HTTP" not in run.err
+        assert run.client.bytes_sent == 0 and run.client.requests == []
 
 
 def test_connection_error_is_clear(cli, tmp_path):
@@ -213,7 +213,7 @@ def test_pull_name_alone_prefers_latest_tag_else_highest_version(cli, live_serve
         assert cli("push", str(c), "--url", live_server.url).code == 0
     for name, expected in (("alpha", a1), ("beta", b2), ("alpha:2", a2), ("beta:1", b1)):
         out = tmp_path / "pulled.carton"
-        run = cli("pull", name, "-o", str(out), "--url", live_server.url)
+        run = cli("pull", name, "-o", str(out), "--force", "--url", live_server.url)
         assert run.code == 0, run.err
         assert manifest_hash(out) == manifest_hash(expected), name
 

@@ -117,3 +117,64 @@ def test_concurrent_upgrades_sqlite(tmp_path) -> None:
 @pytest.mark.postgres
 def test_concurrent_upgrades_postgres(scratch_postgres_url: str) -> None:
     _concurrent_upgrades(scratch_postgres_url)
+
+
+def _trigram_indexes(engine) -> set[str]:
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT indexname FROM pg_indexes WHERE indexname LIKE '%_trgm'"))
+        return {name for (name,) in rows}
+
+
+TRIGRAM_INDEXES = {"ix_models_search_text_trgm", "ix_model_search_tokens_tokens_trgm"}
+
+
+@pytest.mark.postgres
+def test_postgres_search_uses_trigram_indexes(scratch_postgres_url: str) -> None:
+    """The LIKE forms search emits are ones a gin_trgm_ops index can answer."""
+    from sqlalchemy import select
+
+    from registry.db.tables import Model
+    from registry.services.search import search_conditions
+
+    engine = make_engine(scratch_postgres_url)
+    try:
+        upgrade(engine)
+        assert _trigram_indexes(engine) == TRIGRAM_INDEXES
+        for q in ("zebra", "input:int64 dtype:float32", "runner:torch*"):
+            query = select(Model.id).where(*search_conditions(q)).compile(dialect=engine.dialect)
+            with engine.connect() as conn:
+                # Empty tables: rule out the scans that would win there anyway.
+                conn.execute(text("SET enable_seqscan = off; SET enable_indexscan = off"))
+                rows = conn.exec_driver_sql("EXPLAIN " + str(query), query.params)
+                plan = "\n".join(row[0] for row in rows)
+            assert "_trgm" in plan, plan
+        downgrade(engine, "0005")
+        assert _trigram_indexes(engine) == set()
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_postgres_without_pg_trgm_rights_still_migrates(scratch_postgres_url: str) -> None:
+    """A role that may not create extensions gets a working schema and a warning."""
+    role = f"registry_limited_{uuid.uuid4().hex[:6]}"
+    admin = make_engine(scratch_postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE ROLE "{role}" LOGIN'))
+        conn.execute(text(f'GRANT ALL ON SCHEMA public TO "{role}"'))
+    base, _, name = scratch_postgres_url.rpartition("/")
+    scheme, _, host = base.partition("://")
+    limited_url = f"{scheme}://{role}@{host.rpartition('@')[2]}/{name}"
+    engine = make_engine(limited_url)
+    try:
+        upgrade(engine)
+        check(engine)
+        assert _trigram_indexes(engine) == set()
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM models")).scalar_one() == 0
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP OWNED BY "{role}"'))
+            conn.execute(text(f'DROP ROLE "{role}"'))
+        admin.dispose()

@@ -54,7 +54,7 @@ def test_a_lock_timeout_answers_503_with_retry_after(registry_ctx, client, monke
     error = a_real_lock_timeout(registry_ctx)
     assert isinstance(as_registry_error(error), Overloaded)
 
-    def locked(ctx):
+    def locked(*args, **kwargs):
         raise error
 
     monkeypatch.setattr(stats, "get_stats", locked)

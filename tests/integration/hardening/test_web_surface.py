@@ -23,6 +23,7 @@ def read_urls(client, pushed) -> list[str]:
     sha, name = pushed["manifest_sha256"], pushed["model_name"]
     blob = client.get(f"/api/v1/cartons/{sha}").json()["files"][0]["sha256"]
     values = {"sha256": sha, "name": name, "version": "1", "index": "0", "file": f"{sha}.carton"}
+    values["namespace"] = "nosuch"  # HEAD must answer as GET does, a 404 included
     doc = client.get("/api/openapi").json()
     urls = ["/", f"/models/{name}", f"/cartons/{sha}", "/stats", "/static/style.css"]
     urls += ["/healthz?ready=1", "/metrics", "/api/openapi/openapi.json", f"/blobs/{blob}"]

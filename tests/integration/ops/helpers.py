@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Mapping
 from typing import Any
 
 from tests.helpers import make_carton as build_carton
 from tests.helpers import referenced, sha, stored
+from tests.rawstore import layout_key, raw_set
 
 __all__ = ["corrupt", "make_carton", "push", "referenced", "sha", "stored"]
 
@@ -28,11 +27,4 @@ def corrupt(ctx, digest: str) -> None:
     """Flip one byte of a stored blob in place (same size)."""
     data = bytearray(ctx.blobs.read_bytes(digest))
     data[10] ^= 0xFF
-    path = ctx.blobs.local_path(digest)
-    if path is not None:
-        os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
-        path.write_bytes(bytes(data))
-    else:  # S3: overwrite the object behind the store's back
-        ctx.blobs.client.put_object(
-            Bucket=ctx.blobs.bucket, Key=ctx.blobs.key_for(digest), Body=bytes(data)
-        )
+    raw_set(ctx.blobs, layout_key(digest), bytes(data))  # behind the store's back

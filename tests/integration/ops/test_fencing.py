@@ -21,9 +21,9 @@ def _stall_then(registry_ctx, monkeypatch, action) -> None:  # type: ignore[no-u
     """Once the push's bytes are written, run ``action`` as if the server had frozen meanwhile."""
     real = push_module.resolve_missing
 
-    def stalled(ctx, packs, missing, links):  # type: ignore[no-untyped-def]
+    def stalled(ctx, packs, missing, links, *rest):  # type: ignore[no-untyped-def]
         action(ctx, packs.lease.id)
-        return real(ctx, packs, missing, links)
+        return real(ctx, packs, missing, links, *rest)
 
     monkeypatch.setattr(push_module, "resolve_missing", stalled)
 

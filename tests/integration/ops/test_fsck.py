@@ -123,6 +123,9 @@ def test_cli_fsck_and_gc(ops_client, registry_env, capsys):
     assert body["affected_cartons"] == [beta]
 
     assert cli.main(["gc", "--grace", "soon"]) == 2  # a usage error
+    assert cli.main(["gc", "--max-unused", "lots"]) == 2
+    assert cli.main(["gc", "--max-unused", "-1%"]) == 2
+    assert cli.main(["gc", "--grace", "1h", "--max-unused", "5%"]) == 0
 
 
 def test_cli_tokens(registry_env, capsys):

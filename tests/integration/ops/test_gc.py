@@ -211,3 +211,24 @@ def test_gc_keeps_upload_files_in_use(registry_ctx):
     os.utime(leftover, (old, old))
     assert collect_garbage(registry_ctx, grace_seconds=0).temp_removed == 1
     assert not leftover.exists()
+
+
+def test_gc_forgets_uploads_past_the_grace_setting(registry_ctx):
+    """blob_uploads rows matter for gc_grace only; a token that never uploads again leaves
+    none behind once gc has run."""
+    from registry.db.tables import BlobUpload
+
+    now = datetime.now(UTC)
+    old = now - timedelta(seconds=registry_ctx.settings.gc_grace + 60)
+    with registry_ctx.transaction() as session:
+        session.add(BlobUpload(token_id=7, sha256="a" * 64, uploaded_at=old))
+        session.add(BlobUpload(token_id=7, sha256="b" * 64, uploaded_at=now))
+
+    def rows() -> set[str]:
+        with registry_ctx.sessions() as session:
+            return set(session.scalars(select(BlobUpload.sha256)))
+
+    assert collect_garbage(registry_ctx, grace_seconds=0, dry_run=True).uploads_forgotten == 1
+    assert rows() == {"a" * 64, "b" * 64}
+    assert collect_garbage(registry_ctx, grace_seconds=0).uploads_forgotten == 1
+    assert rows() == {"b" * 64}

@@ -140,10 +140,11 @@ def test_load_with_config_and_files_then_pull(live_server, triton):
     cfg = triton.get_model_config("detector")
     assert cfg == triton.get_model_config("detector", "1")
     assert cfg["name"] == "detector" and cfg["backend"] == "onnxruntime"
-    assert cfg["max_batch_size"] == 0
-    assert cfg["input"][0] == {"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1, -1, 3]}
-    assert cfg["input"][1]["data_type"] == "TYPE_STRING"
-    assert cfg["output"] == [{"name": "OUTPUT0", "data_type": "TYPE_INT64", "dims": [-1, 2]}]
+    # The config reads back as it was loaded: max_batch_size 8, dims without the batch dim.
+    assert cfg["max_batch_size"] == 8
+    assert cfg["input"][0] == {"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1, 3]}
+    assert cfg["input"][1] == {"name": "TOKENS", "data_type": "TYPE_STRING", "dims": [1]}
+    assert cfg["output"] == [{"name": "OUTPUT0", "data_type": "TYPE_INT64", "dims": [2]}]
     assert triton.is_model_ready("detector") and triton.is_model_ready("detector", "1")
 
     # Loading the same bytes again is idempotent (same manifest, same version).

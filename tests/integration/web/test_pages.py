@@ -150,6 +150,9 @@ def test_model_page_fixture_02(client):
     assert "identity" in text and "outputs == inputs" in text and "ex1" in text
     assert re.search(r'class="dtype">float32</span> <span class="shape">\[2, 3\]', text)
     assert re.search(r'class="dtype">uint8</span> <span class="shape">\[1\]', text)
+    # ... with the first values of small tensors, read from the store (issue 26, item 13)
+    for values in ("[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]", "[1, -2, 3, -4]", "[3.5]", "[7]"):
+        assert f'<code class="values">{values}</code>' in text, values
     # files with sizes and share counts; downloads, hash, snippet
     assert "model/sub/dir/weights.bin" in text and "tensor_data/index.toml" in text
     assert f'href="/cartons/{sha}.carton"' in text

@@ -46,8 +46,7 @@ class TestFilesystemBlobStore(BlobStoreConformance):
         path = store.root / "sha256" / h[:2] / h[2:4] / h
         assert path.read_bytes() == data
         assert stat.S_IMODE(path.stat().st_mode) == 0o444
-        assert store.local_path(h) == path
-        assert store.local_path(sha(b"absent")) is None
+        assert store.path_for(h) == path
         assert list(store.tmp_dir.iterdir()) == []  # temp file gone
 
     def test_full_open_is_a_real_file(self, store: FilesystemBlobStore) -> None:
@@ -97,12 +96,12 @@ class TestFilesystemBlobStore(BlobStoreConformance):
         t.start()
         time.sleep(0.1)
         first = store.put_bytes(h, data)
-        inode = store.local_path(h).stat().st_ino
+        inode = store.path_for(h).stat().st_ino
         gate.set()
         t.join()
         assert first.created is True
         assert results[0].created is False
-        assert store.local_path(h).stat().st_ino == inode
+        assert store.path_for(h).stat().st_ino == inode
         assert list(store.tmp_dir.iterdir()) == []
 
     def test_iter_blobs_ignores_strays(self, store: FilesystemBlobStore) -> None:

@@ -20,7 +20,16 @@ from .carton_testlib import (
     write_zip_bytes,
 )
 
-KEYS = {"manifest_sha256", "model_name", "runner", "inputs", "outputs", "files", "problems"}
+KEYS = {
+    "manifest_sha256",
+    "model_name",
+    "runner",
+    "inputs",
+    "outputs",
+    "files",
+    "problems",
+    "warnings",
+}
 
 
 @pytest.mark.parametrize("path", FIXTURE_CARTONS, ids=lambda p: p.name)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.blobstore.chunking import chunk_hash
+from registry.chunking import chunk_hash
 from registry.client import ClientError
 from registry.client.cache import (
     DEFAULT_MAX_BYTES,

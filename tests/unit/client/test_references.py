@@ -30,7 +30,8 @@ MODEL = {
         ("my model", ("my model", None, None)),
         ("org:model:12", ("org:model", 12, None)),
         ("a@b@latest", ("a@b", None, "latest")),
-        ("name:v1", ("name:v1", None, None)),  # not an integer version: a plain name
+        ("name:v1", ("name", 1, None)),  # as ls and the web print versions (issue 26)
+        ("name:vx", ("name:vx", None, None)),  # not a version: a plain name
         ("A" * 64, ("A" * 64, None, None)),  # uppercase hex is not a manifest hash
         (f"sha256:{SHA}", (None, None, None)),
         ("sha256:abcdef01", (None, None, None)),  # a hash prefix, resolved by the registry

@@ -26,10 +26,12 @@ def test_put_blob_then_it_is_no_longer_missing(ctx) -> None:
         "sha256": sha(data),
         "size": len(data),
         "created": True,
+        "bytes_stored": len(data),
     }
     assert raw_get(ctx.blobs, layout_key(sha(data))) == data
     assert missing_blobs(ctx, [sha(data)]) == []
-    assert put_blob(ctx, sha(data), io.BytesIO(data))["created"] is False
+    again = put_blob(ctx, sha(data), io.BytesIO(data))
+    assert again["created"] is False and again["bytes_stored"] == 0
 
 
 def test_a_row_whose_object_was_lost_is_missing_again(ctx) -> None:
@@ -58,16 +60,36 @@ def test_put_blob_stops_reading_past_the_upload_limit(ctx) -> None:
     assert raw_get(ctx.blobs, layout_key(sha(data))) is None
 
 
-@pytest.mark.parametrize("name", ["resnet", "Res Net 50", "model-v2.onnx", "ünïcode", "a" * 255])
+@pytest.mark.parametrize(
+    "name", ["resnet", "Res Net 50", "model-v2.onnx", "ünïcode", "a" * 255, "acme/bert", "a/B 2"]
+)
 def test_valid_model_names(name: str) -> None:
     assert validate_model_name(name) == name
 
 
 @pytest.mark.parametrize(
-    "name", ["", " lead", "trail ", "a/b", "a\\b", "a?b", "a#b", "a%b", "tab\t", ".", "a" * 256]
+    "name",
+    [
+        "",
+        " lead",
+        "trail ",
+        "a/b/c",  # one level of namespace
+        "Acme/b",  # namespaces are lowercase
+        "/b",
+        "a/",
+        "models/b",  # a top-level route's name
+        "acme/diff",  # a route word inside a namespace
+        "a\\b",
+        "a?b",
+        "a#b",
+        "a%b",
+        "tab\t",
+        ".",
+        "a" * 256,
+    ],
 )
 def test_invalid_model_names(name: str) -> None:
-    with pytest.raises(InvalidName, match="invalid model name"):
+    with pytest.raises(InvalidName, match=r"invalid (model name|namespace)"):
         validate_model_name(name)
 
 

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from registry.blobstore.chunking import chunk_hash
+from registry.chunking import chunk_hash
 from registry.errors import ChunkMismatch, InvalidBody
 from registry.services.chunk_transfer import _records
 

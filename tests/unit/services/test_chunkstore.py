@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from registry.db.tables import Blob, BlobSegment, Chunk, Pack
+from registry.services.chunkstore.files import FileWriter
 from registry.services.chunkstore.index import record_files
 from registry.services.chunkstore.layout import FileLayout
 from registry.services.chunkstore.reader import iter_file, load_file, read_file
@@ -28,16 +29,15 @@ def write_files(ctx: RegistryContext, files: list[bytes], piece: int = 300_000) 
         packs = PackSession(ctx, lease)
         layouts = []
         for data in files:
-            writer = packs.file_writer()
+            writer = FileWriter(packs)
             for at in range(0, len(data), piece):
                 writer.write(data[at : at + piece])
             layouts.append(writer.close())
         packs.finish()
         with ctx.transaction() as session:
             lease.fence(session)
-            record_files(session, layouts, packs.publish(session))
+            record_files(session, layouts, packs.pack_ids(session))
             lease.release(session)
-        packs.published()
     return layouts
 
 
@@ -130,7 +130,7 @@ def test_any_range_reads_what_the_file_holds(ctx: RegistryContext, seed: int, cu
 def test_a_rejected_session_leaves_no_pack(ctx: RegistryContext) -> None:
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
-        writer = packs.file_writer()
+        writer = FileWriter(packs)
         writer.write(os.urandom(3 * MiB))
         writer.close()
         packs.finish()

@@ -8,6 +8,8 @@ import zipfile
 import pytest
 
 from registry.carton.errors import CartonFormatError, CartonLimitExceeded
+from registry.carton.limits import ArchiveLimits
+from registry.carton.zipread import CartonArchive
 from registry.errors import (
     InvalidCarton,
     InvalidName,
@@ -15,6 +17,7 @@ from registry.errors import (
     LinkHostNotAllowed,
     ManifestMismatch,
     ModelNameRequired,
+    NamespaceNotFound,
 )
 from registry.services import models
 from registry.services.context import RegistryContext
@@ -25,8 +28,12 @@ from tests.helpers import carton_toml, make_carton, referenced, sha, stored
 
 @pytest.mark.parametrize("path", FIXTURE_CARTONS[:3], ids=lambda p: p.name)
 def test_push_stores_every_file_and_indexes_the_carton(ctx: RegistryContext, push, path) -> None:
-    result = push(path, model_name="fallback")
+    with CartonArchive.open(path) as archive:  # ?model= only where carton.toml names none
+        config = archive.config()
+    named = config is not None and config.model_name
+    result = push(path, model_name=None if named else "fallback")
     assert result.created is True
+    assert result.model_name == (config.model_name if named and config else "fallback")
     assert result.bytes_new == result.bytes_total - result.bytes_deduplicated
     assert referenced(ctx) <= stored(ctx)
     assert len(referenced(ctx)) <= result.files
@@ -76,6 +83,8 @@ def test_tag_and_name_rules(ctx, push) -> None:
     with pytest.raises(InvalidName, match="invalid tag"):
         push(make_carton({"w": b"3"}, model_name="tagged"), tag="-bad")
     with pytest.raises(InvalidName, match="invalid model name"):
+        push(make_carton({"w": b"4"}, model_name=None), model_name="a/b/c")
+    with pytest.raises(NamespaceNotFound, match="no namespace named 'a'"):  # one level: fine
         push(make_carton({"w": b"4"}, model_name=None), model_name="a/b")
 
 
@@ -97,7 +106,7 @@ def test_format_errors_reach_the_caller_untranslated(push) -> None:
         push(b"not a zip at all" * 10)
 
 
-@pytest.mark.settings(max_members=2)
+@pytest.mark.settings(archive=ArchiveLimits(max_members=2))
 def test_archive_limits_come_from_the_settings(push) -> None:
     with pytest.raises(CartonLimitExceeded, match="more than the limit of 2"):
         push(make_carton({"a": b"a", "b": b"b"}, model_name="m"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from registry.services.stored_blobs import (
     verified_small_blob,
 )
 from registry.settings import Settings
+from tests.rawstore import layout_key, raw_set
 
 DATA = os.urandom(2 * READ_PIECE + 123)
 
@@ -53,6 +53,8 @@ def test_ranges_are_clamped_and_pieces_bounded(store_ctx):
 
 
 def test_facts_are_kept_once_read(store_ctx):
+    # Trusted for a minute, not 50 ms: a loaded machine must not turn trust into a race.
+    store_ctx.caches.facts.trust_seconds = 60.0
     blob = put(store_ctx, DATA)
     assert cached_blob(store_ctx, blob.sha256) is None
     assert stored_blob(store_ctx, blob.sha256) == blob  # in the store, not indexed
@@ -62,9 +64,7 @@ def test_facts_are_kept_once_read(store_ctx):
 
 
 def _replace_file(ctx: RegistryContext, sha: str, data: bytes) -> None:
-    path = ctx.blobs.local_path(sha)
-    os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
-    path.write_bytes(data)
+    raw_set(ctx.blobs, layout_key(sha), data)
 
 
 @pytest.fixture

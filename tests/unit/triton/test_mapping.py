@@ -15,6 +15,7 @@ from registry.triton.errors import TensorCodecError, TritonFormatError
 from registry.triton.mapping import (
     BATCH_SYMBOL,
     CARTON_TO_TRITON,
+    MAX_BATCH_OPT,
     RUNNER_FOR_BACKEND,
     config_tensor,
     config_to_carton_doc,
@@ -112,7 +113,11 @@ def test_config_becomes_carton_toml():
             {"name": "TOKENS", "dtype": "string", "shape": [BATCH_SYMBOL, 1]},
         ],
         "output": [{"name": "OUTPUT0", "dtype": "int64", "shape": [BATCH_SYMBOL, 2]}],
-        "runner": {"runner_name": "onnxruntime", "required_framework_version": "*"},
+        "runner": {
+            "runner_name": "onnxruntime",
+            "required_framework_version": "*",
+            "opts": {MAX_BATCH_OPT: CONFIG["max_batch_size"]},  # read back by model_config
+        },
     }
 
 

@@ -1,12 +1,13 @@
 """Content-defined chunking: where a file is cut, and what each chunk is called.
 
-Pure (no I/O, no database): the registry and the CLI cut files the same way,
-so the chunk parameters travel with the registry (``GET /api/v1/chunking``)
-and both sides always agree. Boundaries come from FastCDC 2020 (``pyfastcdc``,
-Cython, cuts without holding the GIL), so an insertion or deletion re-aligns
-after a chunk or two. Chunks are named by BLAKE3, a cryptographic hash (a
-forged collision would let one uploader corrupt another's model), faster than
-sha256 here; a file keeps its sha256 as its identity everywhere.
+Pure (no I/O, no database, nothing else of ours): the registry and the client
+import it at the top and cut files the same way, so the chunk parameters travel
+with the registry (``GET /api/v1/chunking``) and both sides always agree.
+Boundaries come from FastCDC 2020 (``pyfastcdc``, Cython, cuts without holding
+the GIL), so an insertion or deletion re-aligns after a chunk or two. Chunks are
+named by BLAKE3, a cryptographic hash (a forged collision would let one uploader
+corrupt another's model), faster than sha256 here; a file keeps its sha256 as
+its identity everywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import blake3
-from pyfastcdc import FastCDC
+from pyfastcdc import FastCDC, NormalizedChunking
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -31,7 +32,7 @@ class ChunkParams:
     avg_size: int = 64 * KiB
     min_size: int = 16 * KiB
     max_size: int = 256 * KiB
-    normalization: int = 1
+    normalization: NormalizedChunking = 1
     hash: str = CHUNK_HASH
 
     def as_json(self) -> dict[str, Any]:
@@ -50,7 +51,7 @@ class ChunkParams:
             self.avg_size,
             min_size=self.min_size,
             max_size=self.max_size,
-            normalized_chunking=self.normalization,  # type: ignore[arg-type]
+            normalized_chunking=self.normalization,
         )
 
 

@@ -9,7 +9,7 @@ import blake3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from registry.blobstore.chunking import Chunker, ChunkParams, chunk_hash, iter_chunks
+from registry.chunking import Chunker, ChunkParams, chunk_hash, iter_chunks
 
 SMALL = ChunkParams(avg_size=1024, min_size=256, max_size=4096)
 

@@ -1,0 +1,96 @@
+"""Chunk claims: which of several concurrent pushes writes a chunk the index lacks.
+
+One ``chunk_claims`` row per chunk being written, its primary key the chunk's
+hash, so exactly one push wins each claim (docs/chunk-store.md, "Each chunk
+once"). A claim ends when its chunk's row is published (``drop_in``, in that
+transaction), when its push fails (``drop_all``), or with its lease (foreign
+key, on delete cascade); a claim whose lease went stale gives way
+(``claim(..., take_over=True)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, exists, select, update
+from sqlalchemy.orm import Session
+
+from registry.db.queries import in_chunks, insert_ignore_returning
+from registry.db.tables import ChunkClaim, UploadLease
+from registry.services.context import RegistryContext
+from registry.services.leases import Lease
+
+
+def drop_in(session: Session, lease_id: str, hashes: Collection[str]) -> None:
+    """End ``lease_id``'s claims on ``hashes`` in the caller's transaction."""
+    for batch in in_chunks(sorted(hashes)):
+        session.execute(
+            delete(ChunkClaim).where(ChunkClaim.lease_id == lease_id, ChunkClaim.hash.in_(batch))
+        )
+
+
+class ChunkClaims:
+    """One push's claims (its lease holds them)."""
+
+    def __init__(self, ctx: RegistryContext, lease: Lease) -> None:
+        self.ctx = ctx
+        self.lease = lease
+
+    def claim(self, hashes: Collection[str], *, take_over: bool) -> set[str]:
+        """The chunks among ``hashes`` this push now holds the claim of.
+
+        ``take_over``: claims whose holder's lease went stale (a crashed push) give way.
+        """
+        won: set[str] = set()
+        with self.ctx.transaction() as session:
+            for batch in in_chunks(sorted(hashes)):
+                if take_over:
+                    cutoff = datetime.now(UTC) - timedelta(seconds=self.ctx.settings.lease_timeout)
+                    stale = select(UploadLease.id).where(UploadLease.heartbeat_at < cutoff)
+                    session.execute(
+                        delete(ChunkClaim).where(
+                            ChunkClaim.hash.in_(batch), ChunkClaim.lease_id.in_(stale)
+                        )
+                    )
+                won |= insert_ignore_returning(
+                    session,
+                    ChunkClaim.__table__,
+                    [{"hash": h, "lease_id": self.lease.id, "wanted": False} for h in batch],
+                    ChunkClaim.__table__.c.hash,
+                )
+        return won
+
+    def drop(self, hashes: Collection[str]) -> None:
+        with self.ctx.transaction() as session:
+            drop_in(session, self.lease.id, hashes)
+
+    def drop_all(self) -> None:
+        with self.ctx.transaction() as session:
+            session.execute(delete(ChunkClaim).where(ChunkClaim.lease_id == self.lease.id))
+
+    def want(self, hashes: Collection[str]) -> None:
+        """Tell the holders of these claims that a push waits for them.
+
+        A hint, so it never waits for a row lock (``SKIP LOCKED`` on Postgres): a claim
+        locked now is being published or taken, and the caller asks again if not.
+        """
+        with self.ctx.transaction() as session:
+            for batch in in_chunks(sorted(hashes)):
+                free = (
+                    select(ChunkClaim.hash)
+                    .where(ChunkClaim.hash.in_(batch), ChunkClaim.wanted.is_(False))
+                    .with_for_update(skip_locked=True)
+                )
+                session.execute(
+                    update(ChunkClaim).where(ChunkClaim.hash.in_(free)).values(wanted=True)
+                )
+
+    def any_wanted(self) -> bool:
+        """Whether another push waits for a chunk this push claimed."""
+        with self.ctx.sessions() as session:
+            return bool(
+                session.scalar(
+                    select(exists().where(ChunkClaim.lease_id == self.lease.id, ChunkClaim.wanted))
+                )
+            )

@@ -1,0 +1,1 @@
+from tests.cli_runner import cli  # noqa: F401
