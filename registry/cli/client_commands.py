@@ -119,9 +119,11 @@ def _push_file(args: argparse.Namespace, connect: Connect, path: Path) -> int:
     r = outcome.response
     name = r.get("model_name")
     label = f"{name} version {r.get('version')}" if name else "unnamed carton"
-    # Blobs uploaded before the POST are new to the registry, though the POST found them stored.
+    # Files an upload created before the POST are new to the registry, though the POST found
+    # them stored (an upload that healed a damaged file created nothing).
     total = int(r.get("bytes_total") or 0)
-    new = min(total, int(r.get("bytes_new") or 0) + outcome.uploaded_bytes)
+    uploaded_new = 0 if outcome.full else tally.new_files
+    new = min(total, int(r.get("bytes_new") or 0) + uploaded_new)
     stored = int(r.get("bytes_stored") or 0) + (0 if outcome.full else tally.stored)
     print(f"pushed {label}" + ("" if new else " (nothing new)"))
     print(
@@ -129,6 +131,9 @@ def _push_file(args: argparse.Namespace, connect: Connect, path: Path) -> int:
         f"{human_bytes(new)} in new files, {human_bytes(total - new)} deduplicated as files; "
         f"{human_bytes(stored)} stored after chunk dedup"
     )
+    healed = int(r.get("bytes_healed") or 0) + (0 if outcome.full else tally.healed)
+    if healed:
+        print(f"healed: {human_bytes(healed)} written again in place of damaged or lost copies")
     if outcome.full:
         print(f"sent the whole file ({human_bytes(path.stat().st_size)})")
     else:

@@ -293,6 +293,7 @@ class ChunkUploader:
         self.tally.add(
             moved=sum(len(data) for _, data in request),
             stored=int(answer.get("bytes_stored") or 0),
+            healed=int(answer.get("bytes_healed") or 0),
         )
 
     # -- assembling ------------------------------------------------------------------
@@ -303,7 +304,8 @@ class ChunkUploader:
         while True:
             try:
                 with self.slots:
-                    self.client.assemble_blob(file.sha256, file.size, file.names)
+                    answer = self.client.assemble_blob(file.sha256, file.size, file.names)
+                self.tally.add(new_files=file.size if answer.get("created") else 0)
                 return
             except ClientError as exc:
                 mismatch = exc.status == 400 and exc.sha256_mismatch
@@ -330,7 +332,11 @@ class ChunkUploader:
         """Upload ``file`` as one blob: the registry cuts it itself from every byte."""
         with self.slots:
             answer = self.client.put_blob(file.sha256, as_pieces(file.reread()), file.size)
-        self.tally.add(moved=file.size, stored=int(answer.get("bytes_stored") or 0))
+        self.tally.add(
+            moved=file.size,
+            stored=int(answer.get("bytes_stored") or 0),
+            new_files=file.size if answer.get("created") else 0,
+        )
 
     def _resend(self, file: ChunkedFile, lost: set[str]) -> None:
         """Cut the file again and upload the ``lost`` chunks (GC took them)."""

@@ -38,13 +38,25 @@ class Tally:
         self.moved = 0
         self.reused = 0
         self.stored = 0  # of ``moved``: what the registry said it really stored (chunk dedup)
+        self.healed = 0  # of ``moved``: written again in place of damaged copies
+        self.new_files = 0  # bytes of files the registry said an upload created
         self._lock = threading.Lock()
 
-    def add(self, *, moved: int = 0, reused: int = 0, stored: int = 0) -> None:
+    def add(
+        self,
+        *,
+        moved: int = 0,
+        reused: int = 0,
+        stored: int = 0,
+        healed: int = 0,
+        new_files: int = 0,
+    ) -> None:
         with self._lock:
             self.moved += moved
             self.reused += reused
             self.stored += stored
+            self.healed += healed
+            self.new_files += new_files
 
 
 _SAFE_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.carton$")

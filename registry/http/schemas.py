@@ -102,6 +102,8 @@ class PushedCarton(Body):
     bytes_new: int
     bytes_deduplicated: int
     bytes_stored: int  # bytes this push added to the store after chunk-level dedup
+    # bytes written again in place of damaged or lost copies (healing; not in bytes_new)
+    bytes_healed: int
 
 
 # --- cartons ----------------------------------------------------------------------------
@@ -330,6 +332,7 @@ class StoredChunks(Body):
     chunks: int
     stored: int
     bytes_stored: int
+    bytes_healed: int  # of the chunks sent, written again in place of damaged copies
 
 
 class AssembleQuery(RequestBody):

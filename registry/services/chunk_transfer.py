@@ -213,18 +213,24 @@ def store_chunks(ctx: RegistryContext, body: Readable) -> dict[str, int]:
             packs.finish()
             with ctx.transaction() as session:
                 lease.fence(session)  # its packs were published as they were sealed
+                # A chunk recorded damaged was written again (the lookup skips damaged
+                # copies): every file over the damaged copy is repointed at it now.
+                packs.pack_ids(session)
                 lease.release(session)
         except BaseException:
             packs.discard()
             raise
-    stored, bytes_stored = packs.chunks_written, packs.chunk_bytes_written
+    healed = packs.healed_bytes
+    stored, bytes_stored = packs.chunks_written, packs.chunk_bytes_written - healed
     with ctx.sessions() as session:
         if received and restricted(session):
-            # Chunks held for others count as stored by this upload, as far as it may know.
+            # Chunks held for others count as stored by this upload, as far as it may know
+            # (healed ones too: that they were stored, damaged, is not the caller's to know).
             unknown = set(received) - usable_chunks(ctx, session, received)
             stored, bytes_stored = len(unknown), sum(received[n] for n in unknown)
+            healed = sum(received[n] for n in packs.healed if n in received and n not in unknown)
     record_uploads(ctx, received)
-    return {"chunks": count, "stored": stored, "bytes_stored": bytes_stored}
+    return {"chunks": count, "stored": stored, "bytes_stored": bytes_stored, "bytes_healed": healed}
 
 
 def assemble_blob(

@@ -127,8 +127,10 @@ def damaged_files(session: Session, hashes: Iterable[str]) -> set[str]:
     return found
 
 
-def heal(session: Session, written: Mapping[str, ChunkRef], pack_ids: Mapping[str, int]) -> int:
-    """Point every reference to a damaged copy at a good one; the records healed.
+def heal(
+    session: Session, written: Mapping[str, ChunkRef], pack_ids: Mapping[str, int]
+) -> set[str]:
+    """Point every reference to a damaged copy at a good one; the chunks healed.
 
     A good copy is one this push ``written`` (hash -> where, in packs published in this
     transaction, ``pack_ids``), or the indexed copy when it is not damaged itself.
@@ -136,7 +138,7 @@ def heal(session: Session, written: Mapping[str, ChunkRef], pack_ids: Mapping[st
     the damaged rows are locked first, so two pushes never heal the same file at once.
     """
     if not any_damage(session):
-        return 0
+        return set()
     damaged = {
         (int(r.pack_id), int(r.idx)): r.hash
         for r in session.execute(
@@ -144,7 +146,7 @@ def heal(session: Session, written: Mapping[str, ChunkRef], pack_ids: Mapping[st
         )
     }
     if not damaged:
-        return 0
+        return set()
     hashes = sorted(set(damaged.values()))
     indexed: dict[str, tuple[int, ChunkRef]] = {}
     for batch in in_chunks(hashes):
@@ -175,7 +177,7 @@ def heal(session: Session, written: Mapping[str, ChunkRef], pack_ids: Mapping[st
                 session.execute(update(Chunk).where(Chunk.hash == digest).values(**values))
     healed = {key: digest for key, digest in damaged.items() if digest in good}
     if not healed:
-        return 0
+        return set()
     _repoint(session, healed, good)
     for pack_id, idx in healed:
         session.execute(
@@ -183,7 +185,7 @@ def heal(session: Session, written: Mapping[str, ChunkRef], pack_ids: Mapping[st
         )
     bump_generation(session)
     log.warning("chunk store: healed %d damaged chunk(s) with good copies", len(healed))
-    return len(healed)
+    return set(healed.values())
 
 
 def _repoint(

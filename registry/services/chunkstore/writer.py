@@ -67,6 +67,7 @@ class PackSession:
         self._whole = WholeBlobs(ctx, lease)
         self._leased: set[str] = set()  # packs of other pushes this one relies on
         self.duplicate_chunks = 0  # written after waiting ``lease_timeout`` on a live claim
+        self.healed: set[str] = set()  # chunks whose damaged copies this push's copies replaced
         self._worker: ThreadPoolExecutor | None = None
 
     @property
@@ -199,8 +200,14 @@ class PackSession:
         for batch in in_chunks(sorted(self._leased | self._packs.opened)):
             rows = session.execute(select(Pack.name, Pack.id).where(Pack.name.in_(batch)))
             ids.update((r.name, r.id) for r in rows)
-        heal(session, self._packs.written, ids)
+        self.healed |= heal(session, self._packs.written, ids)
         return ids
+
+    @property
+    def healed_bytes(self) -> int:
+        """Bytes of the chunks this push wrote in place of damaged copies."""
+        written = self._packs.written
+        return sum(written[h].length for h in self.healed if h in written)
 
     # -- whole blobs --------------------------------------------------------------------
 

@@ -62,6 +62,9 @@ class PushResult:
     bytes_new: int
     bytes_deduplicated: int
     bytes_stored: int = 0
+    # Written again in place of copies fsck or a read found damaged or lost: not new files
+    # (a re-push of a known manifest stays ``bytes_new`` 0), so neither in ``bytes_stored``.
+    bytes_healed: int = 0
     created: bool = field(default=False)
     seconds: float = field(default=0.0)
     lineage_seconds: float = field(default=0.0)  # of ``seconds``: recording its lineage
@@ -164,12 +167,13 @@ def _push(
     )
     # What was stored for others only is new to this caller, as far as it may know.
     shown_new = hidden & written.keys()
-    added = new | replaced | shown_new
+    added = new | shown_new  # ``new``: rows inserted; a replaced file kept its row
     bytes_total = sum(sizes[e.sha256] for e in manifest.entries)
     bytes_new = sum(written[sha].size for sha in added)
     bytes_stored = _bytes_stored(written, added - shown_new, packs.created_whole) + sum(
         written[sha].size for sha in shown_new
     )
+    bytes_healed = _bytes_stored(written, replaced - shown_new, packs.created_whole)
     return PushResult(
         manifest_sha256=manifest.sha256,
         model_name=name,
@@ -179,6 +183,7 @@ def _push(
         bytes_new=bytes_new,
         bytes_deduplicated=bytes_total - bytes_new,
         bytes_stored=bytes_stored,
+        bytes_healed=bytes_healed,
         created=created or carton_hidden,
     )
 

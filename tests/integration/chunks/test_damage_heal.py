@@ -161,3 +161,62 @@ def test_damage_is_refused_recorded_and_healed_by_pushes(
     assert clean.corrupt_chunks == [] and clean.packs_missing == []
     load = httpx.post(f"{live_server.url}/v2/repository/models/{MODEL}/load", json={})
     assert load.status_code == 200, load.text
+
+
+def test_a_healing_re_push_reports_healed_bytes_not_new_ones(live_server, tmp_path) -> None:
+    """The report of a re-push that heals: the manifest is known (200, ``bytes_new`` 0,
+    ``bytes_stored`` 0, as DESIGN.md's push response says), and what was written again in
+    place of the damaged chunk is ``bytes_healed``."""
+    ctx = live_server.ctx
+    original, manifest = carton(tmp_path, "original", BASE)
+    first = rest_push(live_server, original)
+    assert first["bytes_healed"] == 0 and first["bytes_new"] >= len(BASE)
+    pack = weights_pack(ctx)
+    rotten = bytearray(raw_get(ctx.blobs, pack_layout_key(pack)) or b"")
+    rotten[ROT_AT] ^= 0x01
+    raw_set(ctx.blobs, pack_layout_key(pack), bytes(rotten))
+    assert not check_integrity(ctx, verify_hashes=True).ok
+
+    response = httpx.post(
+        f"{live_server.url}/api/v1/cartons", content=original.read_bytes(), timeout=60
+    )
+    assert response.status_code == 200, response.text
+    again = response.json()
+    assert again["manifest_sha256"] == manifest
+    assert again["bytes_new"] == 0 and again["bytes_deduplicated"] == again["bytes_total"]
+    assert again["bytes_stored"] == 0
+    # The damaged chunk, written again (a chunk is at most 256 KiB), and nothing else.
+    assert 0 < again["bytes_healed"] <= 256 * 1024
+    pulls_exact(live_server, manifest, BASE)
+    assert damage_records(ctx) == 0
+    assert check_integrity(ctx, verify_hashes=True).ok
+
+    unchanged = rest_push(live_server, original)
+    assert unchanged["bytes_healed"] == 0 and unchanged["bytes_new"] == 0
+
+
+def test_a_cli_re_push_sends_only_the_damaged_chunk_and_heals_it(
+    live_server, cli, tmp_path
+) -> None:
+    """The CLI hears "missing" for the damaged chunk, uploads that chunk alone, and the
+    upload heals every file over the damaged copy: the slim push then goes through (no
+    fallback to the whole carton) and the summary says what was healed."""
+    ctx = live_server.ctx
+    original, manifest = carton(tmp_path, "original", BASE)
+    rest_push(live_server, original)
+    pack = weights_pack(ctx)
+    rotten = bytearray(raw_get(ctx.blobs, pack_layout_key(pack)) or b"")
+    rotten[ROT_AT] ^= 0x01
+    raw_set(ctx.blobs, pack_layout_key(pack), bytes(rotten))
+    assert not check_integrity(ctx, verify_hashes=True).ok
+
+    run = cli("push", str(original), "--url", live_server.url, "--no-cache")
+    assert run.code == 0, run.err
+    assert "note:" not in run.err and "sent the whole file" not in run.out
+    assert "(nothing new)" in run.out and "0 B stored after chunk dedup" in run.out
+    assert "healed: " in run.out
+    sent = next(line for line in run.out.splitlines() if line.startswith("sent "))
+    assert sent.startswith("sent ") and "KiB of 3.0 MiB" in sent  # one chunk, not the file
+    pulls_exact(live_server, manifest, BASE)
+    assert damage_records(ctx) == 0
+    assert check_integrity(ctx, verify_hashes=True).ok
