@@ -22,6 +22,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -40,6 +41,9 @@ from registry.services.context import RegistryContext
 
 GROUP_BYTES = MiB
 """Whole chunks read and checked at a time (at least one chunk)."""
+HASH_THREADS = 2
+"""Threads (per process) that hash the later half of each group while the reader hashes
+the first."""
 TABLES_CACHED = 4096
 """Pack chunk tables kept in memory (a 64 MiB pack's is about 1,000 entries)."""
 
@@ -168,6 +172,19 @@ def iter_verified(
             close()
 
 
+def _first_bad(view: memoryview, table: PackTable, base: int, first: int, stop: int) -> int | None:
+    """The index of the first chunk in ``first..stop-1`` that does not hash to its name
+    (``view`` starts at pack offset ``base``), or None."""
+    starts, hashes = table.starts, table.hashes
+    for i in range(first, stop):
+        if chunk_hash(view[starts[i] - base : starts[i + 1] - base]) != hashes[i]:
+            return i
+    return None
+
+
+_HASHERS = ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="verify")
+
+
 def _checked(
     ctx: RegistryContext,
     stored: StoredFile,
@@ -176,16 +193,27 @@ def _checked(
     data: bytes,
     found_by: str,
 ) -> bytes:
-    """The group's kept part, once each of its chunks hashed to its name."""
+    """The group's kept part, once each of its chunks hashed to its name.
+
+    BLAKE3 releases the GIL, so the group's later half is hashed on another core while
+    this thread hashes the first: a verified read costs about half the wall time of
+    one core hashing (measured: 1.7x on 2 cores for 85 KiB chunks)."""
     view = memoryview(data)
-    i = group.first
-    starts = table.starts
-    while starts[i] < group.end:
-        lo, hi = starts[i] - group.start, starts[i + 1] - group.start
-        if chunk_hash(view[lo:hi]) != table.hashes[i]:
-            record_damage(ctx, group.pack, [i], CORRUPT, found_by)
-            raise DamagedRead(stored, group.pack, i, f"chunk {i} does not hash to its name")
-        i += 1
+    first = group.first
+    stop = bisect_left(table.starts, group.end, lo=first)
+    middle = (first + stop) // 2 if stop - first >= 2 else stop
+    later = (
+        _HASHERS.submit(_first_bad, view, table, group.start, middle, stop)
+        if middle < stop
+        else None
+    )
+    bad = _first_bad(view, table, group.start, first, middle)
+    bad_later = later.result() if later is not None else None
+    if bad is None:
+        bad = bad_later
+    if bad is not None:
+        record_damage(ctx, group.pack, [bad], CORRUPT, found_by)
+        raise DamagedRead(stored, group.pack, bad, f"chunk {bad} does not hash to its name")
     lo, hi = group.keep_lo - group.start, group.keep_hi - group.start
     if lo == 0 and hi == len(data):
         return data
