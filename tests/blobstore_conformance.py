@@ -141,6 +141,34 @@ class BlobStoreConformance(abc.ABC):
         assert store.put_bytes(sha(data), data) == PutResult(sha(data), len(data), False)
         assert self.raw_get(store, layout_key(sha(data))) == data
 
+    def test_put_with_replace_replaces_a_rotten_blob(self, store: BlobStore) -> None:
+        """A blob found damaged is written again over its rotten object, atomically."""
+        small, large = b"rotted on disk", os.urandom(self.large_size)
+        for data in (small, large):
+            key = layout_key(sha(data))
+            self.raw_set(store, key, b"rotten" + data[6:])
+            assert store.put_bytes(sha(data), data).created is False  # the existing one wins
+            assert self.raw_get(store, key) != data
+            put = store.put(sha(data), TrickleStream(data), replace=True)
+            assert put == PutResult(sha(data), len(data), True)
+            assert self.raw_get(store, key) == data
+            assert store.read_bytes(sha(data)) == data and store.stat(sha(data)) == len(data)
+        assert sorted(i.sha256 for i in store.iter_blobs()) == sorted([sha(small), sha(large)])
+        assert self.incomplete_uploads(store) == []
+
+    def test_a_refused_replace_keeps_the_stored_object(self, store: BlobStore) -> None:
+        data = b"the stored object"
+        self.raw_set(store, layout_key(sha(data)), b"rotten")
+        with pytest.raises(BlobDigestMismatch):
+            store.put(sha(data), io.BytesIO(b"an impostor"), replace=True)
+        assert self.raw_get(store, layout_key(sha(data))) == b"rotten"
+        assert self.incomplete_uploads(store) == []
+
+    def test_replace_of_an_absent_blob_creates_it(self, store: BlobStore) -> None:
+        data = b"nothing was there"
+        assert store.put(sha(data), io.BytesIO(data), replace=True).created is True
+        assert self.raw_get(store, layout_key(sha(data))) == data
+
     def test_delete_removes_what_was_set_behind_its_back(self, store: BlobStore) -> None:
         data = b"set out of band"
         self.raw_set(store, layout_key(sha(data)), data)

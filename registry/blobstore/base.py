@@ -12,7 +12,9 @@ Key layout (the same for every backend, under the filesystem root or the S3
 A blob is published under its final name only once its bytes have been hashed
 and found equal to the name, and atomically: nobody ever sees a half-written
 blob under a final name. An existing blob always wins over a concurrent or
-later writer of the same digest (the bytes are identical by construction).
+later writer of the same digest (the bytes are identical by construction),
+except a ``put(..., replace=True)``: the index found the stored object
+damaged, and the verified bytes take its place.
 The S3 backend writes no temp objects: large blobs are multipart uploads to the
 final key, invisible until completed; incomplete ones are what
 ``clean_stale_uploads`` aborts.
@@ -69,6 +71,7 @@ class PutResult:
     sha256: str
     size: int
     created: bool  # False when the blob already existed (the existing blob wins)
+    # (with ``put(..., replace=True)`` always True: the object was written)
 
 
 def validate_sha256(sha256: object) -> str:
@@ -188,12 +191,22 @@ class BlobStore(abc.ABC):
     # -- writing ---------------------------------------------------------------
 
     @abc.abstractmethod
-    def put(self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None) -> PutResult:
+    def put(
+        self,
+        sha256: str,
+        stream: BinaryIO,
+        *,
+        size_hint: int | None = None,
+        replace: bool = False,
+    ) -> PutResult:
         """Store the bytes of ``stream`` (read to EOF) under ``sha256``.
 
         Published atomically and only if the bytes hash to ``sha256``; otherwise
-        ``BlobDigestMismatch`` and nothing is left behind. If the blob exists already,
-        the stream is still read and verified, and ``created`` is False.
+        ``BlobDigestMismatch`` and nothing is left behind (an existing object stays as
+        it was). If the blob exists already, the stream is still read and verified, and
+        ``created`` is False, unless ``replace``: then the verified bytes atomically
+        take the place of the stored object, whatever it holds (a copy found damaged),
+        and ``created`` is True.
         """
 
     def put_bytes(self, sha256: str, data: bytes) -> PutResult:

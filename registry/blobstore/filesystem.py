@@ -3,8 +3,11 @@
 A put streams into a temp file under ``root/tmp/`` (same filesystem as the
 blobs) while hashing, fsyncs it, makes it read-only, then ``os.link``s it to
 ``root/sha256/ab/cd/<hex>``: linking never replaces an existing file, so the
-first published copy wins and nobody ever sees a partial blob. The temp file
-is always removed afterwards. Shard directories are created on demand.
+first published copy wins and nobody ever sees a partial blob. A
+``put(..., replace=True)`` (over a copy found damaged) ``os.replace``s the
+read-only final file with the fsynced temp file instead: atomic too, readers
+see the old or the new file whole. The temp file is always removed afterwards.
+Shard directories are created on demand.
 """
 
 from __future__ import annotations
@@ -102,9 +105,16 @@ class FilesystemBlobStore(BlobStore):
 
     # -- writing ---------------------------------------------------------------
 
-    def put(self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None) -> PutResult:
+    def put(
+        self,
+        sha256: str,
+        stream: BinaryIO,
+        *,
+        size_hint: int | None = None,
+        replace: bool = False,
+    ) -> PutResult:
         final = self.path_for(sha256)
-        if final.exists():
+        if not replace and final.exists():
             actual, size = hash_stream(stream, self.chunk_size)
             if actual != sha256:
                 raise BlobDigestMismatch(sha256, actual, size)
@@ -137,7 +147,11 @@ class FilesystemBlobStore(BlobStore):
                 raise BlobDigestMismatch(sha256, actual, size)
             os.chmod(tmp, 0o444)
             final.parent.mkdir(parents=True, exist_ok=True)
-            created = self._publish(tmp, final)
+            if replace:
+                os.replace(tmp, final)  # the directory entry is swapped: mode 0444 is no bar
+                created = True
+            else:
+                created = self._publish(tmp, final)
             if created:
                 _fsync_dir(final.parent)
             return PutResult(sha256, size, created)

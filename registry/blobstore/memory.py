@@ -31,14 +31,21 @@ class MemoryBlobStore(BlobStore):
     def __repr__(self) -> str:
         return f"MemoryBlobStore({len(self._blobs)} blobs)"
 
-    def put(self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None) -> PutResult:
+    def put(
+        self,
+        sha256: str,
+        stream: BinaryIO,
+        *,
+        size_hint: int | None = None,
+        replace: bool = False,
+    ) -> PutResult:
         validate_sha256(sha256)
         data = b"".join(iter(lambda: stream.read(self.chunk_size), b""))
         actual = hashlib.sha256(data).hexdigest()
         if actual != sha256:
             raise BlobDigestMismatch(sha256, actual, len(data))
         with self._lock:
-            if sha256 in self._blobs:
+            if sha256 in self._blobs and not replace:
                 return PutResult(sha256, len(self._blobs[sha256][0]), False)
             self._blobs[sha256] = (data, datetime.now(UTC))
         return PutResult(sha256, len(data), True)

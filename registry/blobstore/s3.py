@@ -6,7 +6,9 @@ smaller than ``part_size`` is buffered (at most ``part_size`` bytes), hashed and
 written with one ``PutObject`` (``If-None-Match: *`` where supported). A larger
 one is a multipart upload straight to the final key, hashed while its parts
 stream; it is completed only if the digest matches and aborted otherwise or
-on any error, so nothing becomes visible. Every connectivity problem
+on any error, so nothing becomes visible. A ``put(..., replace=True)`` skips
+the HEAD and the condition: its verified bytes overwrite the object (one found
+damaged). Every connectivity problem
 surfaces as ``BlobStoreUnavailable``. Packs (``s3packs``) share the client,
 the key reader and the lister.
 """
@@ -134,9 +136,16 @@ class S3BlobStore(S3Packs, BlobStore):
 
     # -- writing ---------------------------------------------------------------
 
-    def put(self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None) -> PutResult:
+    def put(
+        self,
+        sha256: str,
+        stream: BinaryIO,
+        *,
+        size_hint: int | None = None,
+        replace: bool = False,
+    ) -> PutResult:
         key = self.key_for(sha256)
-        if self.stat(sha256) is not None:
+        if not replace and self.stat(sha256) is not None:
             actual, size = hash_stream(stream, self.chunk_size)
             if actual != sha256:
                 raise BlobDigestMismatch(sha256, actual, size)
@@ -150,11 +159,12 @@ class S3BlobStore(S3Packs, BlobStore):
             actual = h.hexdigest()
             if actual != sha256:
                 raise BlobDigestMismatch(sha256, actual, len(first))
-            created = self._put_small(key, first)
+            created = self._put_small(key, first, replace)
             return PutResult(sha256, len(first), created)
-        return self._put_multipart(sha256, key, stream, h, first, second)
+        return self._put_multipart(sha256, key, stream, h, first, second, replace)
 
-    def _put_small(self, key: str, data: bytes) -> bool:
+    def _put_small(self, key: str, data: bytes, replace: bool = False) -> bool:
+        """PUT the object; unless ``replace``, only where none is (If-None-Match)."""
         kwargs: dict[str, Any] = {
             "Bucket": self.bucket,
             "Key": key,
@@ -163,7 +173,7 @@ class S3BlobStore(S3Packs, BlobStore):
             "ContentType": "application/octet-stream",
         }
         with self._translate(f"writing {key}"):
-            if self._if_none_match:
+            if self._if_none_match and not replace:
                 try:
                     self.client.put_object(**kwargs, IfNoneMatch="*")
                     return True
@@ -184,6 +194,7 @@ class S3BlobStore(S3Packs, BlobStore):
         h: Any,
         first: bytes,
         second: bytes,
+        replace: bool = False,
     ) -> PutResult:
         with self._translate(f"starting a multipart upload of {key}"):
             upload = self.client.create_multipart_upload(
@@ -225,14 +236,17 @@ class S3BlobStore(S3Packs, BlobStore):
             actual = h.hexdigest()
             if actual != sha256:
                 raise BlobDigestMismatch(sha256, actual, size)
-            created = self._complete(key, upload_id, parts)
+            created = self._complete(key, upload_id, parts, replace)
             completed = created
             return PutResult(sha256, size, created)
         finally:
             if not completed:
                 self._abort(key, upload_id)
 
-    def _complete(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> bool:
+    def _complete(
+        self, key: str, upload_id: str, parts: list[dict[str, Any]], replace: bool = False
+    ) -> bool:
+        """Complete the upload; unless ``replace``, only where no object is (If-None-Match)."""
         kwargs: dict[str, Any] = {
             "Bucket": self.bucket,
             "Key": key,
@@ -240,7 +254,7 @@ class S3BlobStore(S3Packs, BlobStore):
             "MultipartUpload": {"Parts": parts},
         }
         with self._translate(f"completing the multipart upload of {key}"):
-            if self._if_none_match:
+            if self._if_none_match and not replace:
                 try:
                     self.client.complete_multipart_upload(**kwargs, IfNoneMatch="*")
                     return True

@@ -335,6 +335,7 @@ class ChunkUploader:
         self.tally.add(
             moved=file.size,
             stored=int(answer.get("bytes_stored") or 0),
+            healed=int(answer.get("bytes_healed") or 0),
             new_files=file.size if answer.get("created") else 0,
         )
 

@@ -200,8 +200,9 @@ class _Sender:
                     body = _verified(reader, path, member, sha)
                     answer = self.client.put_blob(sha, body, size, self.progress)
                 stored = int(answer.get("bytes_stored") or 0)
+                healed = int(answer.get("bytes_healed") or 0)  # a damaged object replaced
                 created = size if answer.get("created") else 0
-                self.outcome.tally.add(moved=size, stored=stored, new_files=created)
+                self.outcome.tally.add(moved=size, stored=stored, healed=healed, new_files=created)
             self.outcome.uploaded_blobs += 1
             self.outcome.uploaded_bytes += size
         if self._chunks is not None:

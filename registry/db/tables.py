@@ -159,6 +159,21 @@ class DamagedChunk(Base):
     found_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+class DamagedBlob(Base):
+    """A whole blob whose stored object does not hash to its name (``corrupt``) or has
+    another size than its row says (``wrong_size``). Filled by verified reads and fsck;
+    cleared when a push or an upload of the same bytes replaces the object
+    (docs/chunk-store.md, "Verified reads, damage and healing")."""
+
+    __tablename__ = "damaged_blobs"
+    __table_args__ = (*_sha256_checks("sha256"),)
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    reason: Mapped[str] = mapped_column(String(16), nullable=False)  # corrupt | wrong_size
+    found_by: Mapped[str] = mapped_column(String(16), nullable=False)  # fsck | read
+    found_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 class BlobSegment(Base):
     """A run of consecutive chunks of one pack; a chunked blob is its segments in order."""
 

@@ -122,6 +122,14 @@ DAMAGED_CHUNKS = Counter(
     registry=REGISTRY,
 )
 
+DAMAGED_BLOBS = Counter(
+    "registry_damaged_blobs",
+    "Whole blobs (small files stored as one object) recorded as damaged, by reason "
+    "(corrupt, wrong_size) and finder (read, fsck)",
+    ["reason", "found_by"],
+    registry=REGISTRY,
+)
+
 
 _RouteChildren = tuple[Any, Any, Any, dict[int, Any]]
 _ROUTE_CHILDREN: dict[tuple[str, str], _RouteChildren] = {}
@@ -186,6 +194,10 @@ def observe_damage(reason: str, found_by: str, count: int) -> None:
     DAMAGED_CHUNKS.labels(reason, found_by).inc(count)
 
 
+def observe_blob_damage(reason: str, found_by: str, count: int) -> None:
+    DAMAGED_BLOBS.labels(reason, found_by).inc(count)
+
+
 def register_observers(ctx: RegistryContext) -> None:
     """Count this registry's pushes, GC runs, fsck reports and damage (once per context)."""
     observers = ctx.observers
@@ -193,6 +205,7 @@ def register_observers(ctx: RegistryContext) -> None:
     _subscribe(observers.gc, observe_gc)
     _subscribe(observers.fsck, observe_fsck)
     _subscribe(observers.damage, observe_damage)
+    _subscribe(observers.damaged_blobs, observe_blob_damage)
 
 
 Callback = TypeVar("Callback")

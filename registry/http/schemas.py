@@ -83,9 +83,11 @@ class StoredBlob(Body):
 
 
 class UploadedBlob(StoredBlob):
-    """A whole-blob upload's answer: also the bytes really stored (after chunk dedup)."""
+    """A whole-blob upload's answer: also the bytes really stored (after chunk dedup), and
+    those written again in place of damaged copies (not ``created``: the file was known)."""
 
     bytes_stored: int
+    bytes_healed: int
 
 
 # --- pushes -----------------------------------------------------------------------------

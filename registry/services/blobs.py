@@ -16,6 +16,7 @@ from registry.errors import InvalidBody, UploadTooLarge
 from registry.services.chunkstore.damage import damaged_files
 from registry.services.chunkstore.files import FileWriter
 from registry.services.chunkstore.index import record_files
+from registry.services.chunkstore.wholedamage import forget_blob_damage
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease
@@ -39,8 +40,9 @@ def stored_subset(ctx: RegistryContext, hashes: Iterable[str]) -> set[str]:
 
 
 def missing_blobs(ctx: RegistryContext, hashes: Iterable[object]) -> list[str]:
-    """Blobs a client must upload: no row, a whole blob's row whose object was lost, or a
-    chunked file over a chunk recorded as damaged (its chunks are then negotiated)."""
+    """Blobs a client must upload: no row, a whole blob's row whose object was lost or is
+    recorded as damaged (the upload replaces it), or a chunked file over a chunk recorded
+    as damaged (its chunks are then negotiated)."""
     given = list(hashes)
     if len(given) > MAX_MISSING_QUERY:
         raise InvalidBody(f"at most {MAX_MISSING_QUERY} hashes per request")
@@ -55,8 +57,8 @@ def missing_blobs(ctx: RegistryContext, hashes: Iterable[object]) -> list[str]:
         if rows and restricted(session):  # present only if the caller may already read it
             usable = usable_blobs(ctx, session, rows)
             rows = {sha: chunked for sha, chunked in rows.items() if sha in usable}
-        damaged = damaged_files(session, [sha for sha, chunked in rows.items() if chunked])
-    whole = [sha for sha, chunked in rows.items() if not chunked]
+        damaged = damaged_files(session, rows)
+    whole = [sha for sha, chunked in rows.items() if not chunked and sha not in damaged]
     chunked = {sha for sha, is_chunked in rows.items() if is_chunked} - damaged
     present = chunked | stored_subset(ctx, whole)
     return [h for h in wanted if h not in present]
@@ -76,6 +78,9 @@ class _Limited:
 
 def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, Any]:
     """Store one blob (chunked when large), verified against its name, then its row.
+
+    A blob recorded as damaged is healed: its object replaced (``wholedamage``), or, when
+    its bytes now go into chunks, its row moved onto them; ``bytes_healed`` says so.
 
     The row makes it visible to dedup queries; unreferenced, it is collected by GC
     after the grace period. Leased like a push, and indexed only while the lease
@@ -97,7 +102,10 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, A
             packs.finish()
             with ctx.transaction() as session:
                 lease.fence(session)
-                new = record_files(session, [layout], packs.pack_ids(session))
+                ids = packs.pack_ids(session)  # forgets a damaged whole object it replaced
+                # A damaged whole object of a file now chunked: the row takes the chunks.
+                rechunked = layout.chunked and bool(forget_blob_damage(session, [sha256]))
+                new = record_files(session, [layout], ids, replace=[sha256] if rechunked else ())
                 lease.release(session)
         except BaseException:
             packs.discard()
@@ -106,7 +114,17 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, A
     # Created: the blob could not be served before (an object left without a row could).
     created = bool(new) and (layout.chunked or sha256 in packs.created_whole)
     stored = layout.new_chunk_bytes if layout.chunked else (layout.size if created else 0)
+    # Written again in place of damaged copies: its chunks, or the whole object replaced.
+    healed = packs.healed_bytes
+    if not new and (sha256 in packs.healed_whole or rechunked):
+        healed += layout.new_chunk_bytes if layout.chunked else layout.size
     if hidden_before:  # stored already, for someone else: new to this caller, as it knows
         created, stored = True, layout.size
     record_uploads(ctx, [sha256])
-    return {"sha256": sha256, "size": layout.size, "created": created, "bytes_stored": stored}
+    return {
+        "sha256": sha256,
+        "size": layout.size,
+        "created": created,
+        "bytes_stored": stored,
+        "bytes_healed": healed,
+    }

@@ -23,6 +23,11 @@ the carton again) and then loads the model (``POST
 /v2/repository/models/{name}/load`` re-verifies and marks it READY), so a
 version never flips back to READY without its bytes having been verified.
 
+Whole blobs found corrupt or of the wrong size are recorded in ``damaged_blobs``
+(``chunkstore.wholedamage``): ``blobs/missing`` then asks for them and a push
+replaces the objects. With ``verify_hashes``, records of objects that hash right
+again are dropped (``damage_cleared``).
+
 Any problem also bumps the shared index generation, so no process keeps answering
 for a damaged blob from memory (``registry.services.freshness``): the next read
 checks the store again, and a small blob's bytes are verified before they are kept.
@@ -44,7 +49,13 @@ from sqlalchemy import select, update
 from registry.blobstore import BlobNotFound
 from registry.carton.streams import hash_stream
 from registry.db.queries import cartons_using, in_chunks, referenced_blobs
-from registry.db.tables import Blob, CartonFile, Version
+from registry.db.tables import Blob, CartonFile, DamagedBlob, Version
+from registry.services.chunkstore.wholedamage import (
+    CORRUPT,
+    WRONG_SIZE,
+    forget_blob_damage,
+    record_blob_damage,
+)
 from registry.services.context import RegistryContext
 from registry.services.freshness import bump_generation, wait_for_readers
 from registry.services.fsck_packs import PackFindings, check_packs
@@ -77,6 +88,9 @@ class FsckReport:
     blobs_checked: int = 0
     blobs_hashed: int = 0
     bytes_hashed: int = 0
+    # Whole blobs recorded as damaged whose objects hash right again (restored from a
+    # backup, or written again): their records were dropped.
+    damage_cleared: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -214,13 +228,21 @@ def check_integrity(
         if sample is not None and sample < len(to_hash):
             to_hash = sorted(random.sample(to_hash, max(0, sample)))
         corrupt: list[str] = []
+        good: set[str] = set()
         for sha in to_hash:
             actual, size = _hash_blob(ctx, sha)
             report.blobs_hashed += 1
             report.bytes_hashed += size
             if actual is not None and actual != sha:
                 corrupt.append(sha)
+            elif actual == sha:
+                good.add(sha)
         report.corrupt = corrupt
+        report.damage_cleared = _recheck_records(ctx, good)
+    # Whole objects found damaged are recorded: negotiation asks for them, a push replaces
+    # them (chunked files' damage is recorded by chunk, in ``check_packs``).
+    record_blob_damage(ctx, report.corrupt, CORRUPT, "fsck")
+    record_blob_damage(ctx, report.wrong_size, WRONG_SIZE, "fsck")
 
     packs = PackFindings()
     check_packs(ctx, verify_hashes, sample, packs)
@@ -270,6 +292,33 @@ def check_integrity(
             len(report.affected_cartons),
         )
     return report
+
+
+def _recheck_records(ctx: RegistryContext, good: set[str]) -> list[str]:
+    """Drop the damage records of whole blobs that hash right now: those of ``good``
+    (just hashed), and any other recorded one, hashed here (they are few). A record of a
+    blob with neither a row nor an object has nothing left to heal: dropped too."""
+    with ctx.sessions() as session:
+        recorded = set(session.scalars(select(DamagedBlob.sha256)))
+        if not recorded:
+            return []
+        rows = {
+            sha for (sha,) in session.execute(select(Blob.sha256).where(Blob.sha256.in_(recorded)))
+        }
+        session.rollback()
+    cleared = recorded & good
+    for sha in sorted(recorded - good):
+        actual, _ = _hash_blob(ctx, sha)
+        if actual == sha or (actual is None and sha not in rows):
+            cleared.add(sha)
+    if not cleared:
+        return []
+    with ctx.transaction() as session:
+        dropped = forget_blob_damage(session, cleared)
+    if dropped:
+        log.warning("fsck: %d whole blob(s) recorded as damaged hash right now", len(dropped))
+        ctx.caches.index_changed()
+    return sorted(dropped)
 
 
 def _orphan_files(ctx: RegistryContext, referenced: set[str]) -> list[str]:

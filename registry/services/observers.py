@@ -30,6 +30,8 @@ class Observers:
         """Called with every integrity report."""
         self.damage: list[Callable[[str, str, int], None]] = []
         """Called with (reason, found_by, count) when damaged chunks are recorded."""
+        self.damaged_blobs: list[Callable[[str, str, int], None]] = []
+        """Called with (reason, found_by, count) when damaged whole blobs are recorded."""
 
 
 def notify(callbacks: list[Callable[..., None]], *args: Any) -> None:

@@ -30,6 +30,7 @@ from registry.errors import StorageUnavailable
 from registry.services.chunkstore.damage import damaged_files
 from registry.services.chunkstore.reader import StoredFile, load_files, stored_size
 from registry.services.chunkstore.verified import iter_verified
+from registry.services.chunkstore.wholedamage import CORRUPT, WRONG_SIZE, record_blob_damage
 from registry.services.context import RegistryContext
 from registry.services.freshness import current_generation
 from registry.services.names import require_sha256
@@ -63,10 +64,11 @@ def stored_blob(ctx: RegistryContext, sha256: str) -> StoredFile:
         return blob
     with ctx.sessions() as session:
         blob = load_blobs(session, [sha256]).get(sha256)
-        damaged = blob is not None and blob.chunked and bool(damaged_files(session, [sha256]))
+        damaged = bool(damaged_files(session, [sha256]))
     if damaged:
+        what = "has damaged chunks" if blob is not None and blob.chunked else "is damaged"
         raise StorageUnavailable(
-            f"blob {sha256} has damaged chunks in the store (found by fsck or a read); "
+            f"blob {sha256} {what} in the store (found by fsck or a read); "
             "a push of the same bytes heals it"
         )
     if blob is None:
@@ -76,6 +78,8 @@ def stored_blob(ctx: RegistryContext, sha256: str) -> StoredFile:
         blob = StoredFile(sha256, in_store, None, None)
     elif (in_store := stored_size(ctx.blobs, blob)) != blob.size:
         held = "nothing" if in_store is None else f"{in_store} bytes"
+        if in_store is not None and not blob.chunked:
+            _record(ctx, sha256, WRONG_SIZE)
         raise StorageUnavailable(
             f"blob {sha256}: the store holds {held}, the index says {blob.size} bytes (run fsck)"
         )
@@ -99,14 +103,29 @@ def read_blob(
     if blob.ranges is not None:
         return iter_verified(ctx, blob, start, stop)
     pieces = ctx.blobs.iter_chunks(blob.sha256, start, stop, READ_PIECE)
-    return _whole_checked(blob.sha256, pieces, start, stop, start == 0 and stop == blob.size)
+    return _whole_checked(ctx, blob.sha256, pieces, start, stop, start == 0 and stop == blob.size)
+
+
+def _record(ctx: RegistryContext, sha256: str, reason: str) -> None:
+    """Record a whole blob found damaged by a read; a failure to record never hides the
+    damage from the reader (it still gets ``StorageUnavailable``)."""
+    try:
+        record_blob_damage(ctx, [sha256], reason, "read")
+    except Exception:
+        DAMAGE_LOG.exception("could not record blob %s as damaged", sha256)
 
 
 def _whole_checked(
-    sha256: str, pieces: Iterator[bytes], start: int, stop: int, whole: bool
+    ctx: RegistryContext,
+    sha256: str,
+    pieces: Iterator[bytes],
+    start: int,
+    stop: int,
+    whole: bool,
 ) -> Iterator[bytes]:
     """A whole blob's pieces, the last one only once they are all there and (``whole``:
-    the read is of the entire blob) hash to ``sha256``."""
+    the read is of the entire blob) hash to ``sha256``. Damage found is recorded
+    (``wholedamage``): negotiation then asks for the bytes again, and a push replaces them."""
     h = hashlib.sha256() if whole else None
     held: bytes | None = None
     position = start
@@ -123,15 +142,17 @@ def _whole_checked(
         if close is not None:
             close()
     if position < stop:
+        _record(ctx, sha256, WRONG_SIZE)
         raise StorageUnavailable(
             f"blob {sha256} ends at byte {position} in the store, the index says "
             f"{stop} or more (run fsck)"
         )
     if h is not None and h.hexdigest() != sha256:
         DAMAGE_LOG.error("blob %s is damaged in the store: its bytes do not hash to it", sha256)
+        _record(ctx, sha256, CORRUPT)
         raise StorageUnavailable(
             f"blob {sha256} is damaged in the store: its bytes do not hash to its name "
-            "(run fsck; a push of the same bytes after fsck replaces it)"
+            "(recorded; a push of the same bytes replaces it)"
         )
     if held is not None:
         yield held
@@ -162,6 +183,8 @@ def verified_small_blob(ctx: RegistryContext, blob: StoredFile, generation: int)
     except BlobNotFound:
         raise missing_from_store(blob.sha256) from None
     if hashlib.sha256(data).hexdigest() != blob.sha256:
+        if not blob.chunked:
+            _record(ctx, blob.sha256, CORRUPT)
         raise StorageUnavailable(
             f"blob {blob.sha256} is damaged in the store: its bytes do not hash to its name "
             "(run fsck)"

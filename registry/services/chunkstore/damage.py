@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import BlobSegment, Chunk, DamagedChunk, Pack
 from registry.services.chunkstore.layout import ChunkRef, parse_pack_table, segments_of
+from registry.services.chunkstore.wholedamage import damaged_blobs
 from registry.services.context import RegistryContext
 from registry.services.freshness import bump_generation
 from registry.services.observers import notify
@@ -103,11 +104,14 @@ def undamaged_copy() -> ColumnElement[bool]:
 
 
 def damaged_files(session: Session, hashes: Iterable[str]) -> set[str]:
-    """Those of ``hashes`` (files) with a segment over a damaged chunk."""
+    """Those of ``hashes`` (files) with a segment over a damaged chunk, or stored whole
+    in an object recorded as damaged (``wholedamage``)."""
     wanted = sorted(set(hashes))
-    if not wanted or not any_damage(session):
+    if not wanted:
         return set()
-    found: set[str] = set()
+    found = damaged_blobs(session, wanted)
+    if not any_damage(session):
+        return found
     for batch in in_chunks(wanted):
         found.update(
             session.scalars(

@@ -1,4 +1,9 @@
-"""Small files of a push, stored whole (content-addressed) rather than chunked."""
+"""Small files of a push, stored whole (content-addressed) rather than chunked.
+
+A file whose stored object is recorded as damaged (``wholedamage``) is written with
+``replace``: its verified bytes take the damaged object's place, and the push's
+indexing transaction deletes the record (``PackSession.pack_ids``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from sqlalchemy import select
 
 from registry.db.queries import in_chunks
 from registry.db.tables import Blob
+from registry.services.chunkstore.wholedamage import damaged_blobs
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease, live_leased, lock_blobs_exclusive
 
@@ -28,6 +34,7 @@ class WholeBlobs:
         self._staged: dict[str, bytes] = {}
         self._staged_bytes = 0
         self.created: set[str] = set()  # blobs this push put into the store
+        self.replaced: set[str] = set()  # of ``created``: written over a damaged object
 
     def stage(self, sha256: str, data: bytes) -> None:
         if sha256 not in self._staged:
@@ -43,10 +50,14 @@ class WholeBlobs:
         staged, self._staged, self._staged_bytes = self._staged, {}, 0
         with self.ctx.transaction() as session:
             self.lease.add(session, staged)
+            damaged = damaged_blobs(session, staged)
         for sha256, data in staged.items():
-            put = self.ctx.blobs.put(sha256, io.BytesIO(data), size_hint=len(data))
+            replace = sha256 in damaged
+            put = self.ctx.blobs.put(sha256, io.BytesIO(data), size_hint=len(data), replace=replace)
             if put.created:
                 self.created.add(sha256)
+            if replace:
+                self.replaced.add(sha256)
 
     def discard(self) -> None:
         """Forget what is staged; delete the blobs this push created that no row and no

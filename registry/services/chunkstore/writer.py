@@ -45,6 +45,7 @@ from registry.services.chunkstore.damage import heal, undamaged_copy
 from registry.services.chunkstore.layout import ChunkRef
 from registry.services.chunkstore.packing import PackAppender
 from registry.services.chunkstore.wholeblobs import WholeBlobs
+from registry.services.chunkstore.wholedamage import forget_blob_damage
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease, lock_blobs_shared
 
@@ -68,6 +69,7 @@ class PackSession:
         self._leased: set[str] = set()  # packs of other pushes this one relies on
         self.duplicate_chunks = 0  # written after waiting ``lease_timeout`` on a live claim
         self.healed: set[str] = set()  # chunks whose damaged copies this push's copies replaced
+        self.healed_whole: set[str] = set()  # whole blobs it replaced, their records deleted
         self._worker: ThreadPoolExecutor | None = None
 
     @property
@@ -195,12 +197,14 @@ class PackSession:
 
     def pack_ids(self, session: Session) -> dict[str, int]:
         """Name -> id of each pack this session wrote or relies on (for segment rows), in
-        the caller's transaction; damaged copies of chunks it wrote are healed there."""
+        the caller's transaction; damaged copies of chunks it wrote are healed there, and
+        the records of damaged whole blobs it replaced are deleted."""
         ids: dict[str, int] = {}
         for batch in in_chunks(sorted(self._leased | self._packs.opened)):
             rows = session.execute(select(Pack.name, Pack.id).where(Pack.name.in_(batch)))
             ids.update((r.name, r.id) for r in rows)
         self.healed |= heal(session, self._packs.written, ids)
+        self.healed_whole |= forget_blob_damage(session, self._whole.replaced)
         return ids
 
     @property

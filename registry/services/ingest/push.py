@@ -35,6 +35,7 @@ from registry.services.chunkstore.reader import (
     read_file,
     stored_from_layout,
 )
+from registry.services.chunkstore.wholedamage import forget_blob_damage
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
 from registry.services.ingest.index import index_carton
@@ -147,7 +148,8 @@ def _push(
         for sha, path in paths.items()
         if sha not in written and (sha not in known or sha in lost or sha in hidden)
     }
-    written.update(resolve_missing(ctx, packs, missing, received.carton.links, hidden))
+    # A lost or damaged file is never taken from the store's object: that is what is wrong.
+    written.update(resolve_missing(ctx, packs, missing, received.carton.links, hidden | lost))
     packs.finish()
 
     files = {sha: f for sha, f in known.items() if sha not in lost and sha not in written}
@@ -206,9 +208,9 @@ def _written_files(received: Received) -> dict[str, FileLayout]:
 def _known_files(
     ctx: RegistryContext, lease: Lease, hashes: set[str]
 ) -> tuple[dict[str, StoredFile], set[str]]:
-    """The indexed files among ``hashes``, and those of them whose object was lost or
-    whose chunks are damaged (found by fsck or a read): no source, so rewritten or
-    resolved like missing ones.
+    """The indexed files among ``hashes``, and those of them whose object was lost, is
+    damaged, or whose chunks are (found by fsck or a read): no source, so rewritten (a
+    damaged object replaced) or resolved like missing ones.
 
     Every file is leased before the index is looked at: GC then keeps what is found.
     """
@@ -217,8 +219,8 @@ def _known_files(
         lease.add(session, hashes)
     with ctx.sessions() as session:
         known = load_files(session, hashes)
-        damaged = damaged_files(session, [sha for sha, f in known.items() if f.chunked])
-    whole = [sha for sha, f in known.items() if not f.chunked]
+        damaged = damaged_files(session, known)
+    whole = [sha for sha, f in known.items() if not f.chunked and sha not in damaged]
     return known, (set(whole) - stored_subset(ctx, whole)) | damaged
 
 
@@ -256,6 +258,8 @@ def _index(
                 new = record_files(
                     session, written.values(), packs.pack_ids(session), replace=replaced
                 )
+                # A damaged whole object of a file now chunked: its row moved onto chunks.
+                forget_blob_damage(session, {sha for sha in replaced if written[sha].chunked})
                 created, name, version = index_carton(
                     session, manifest, config, toml_bytes, sizes, name, tag
                 )

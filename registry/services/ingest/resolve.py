@@ -47,8 +47,9 @@ def resolve_missing(
     """A layout for every ``missing`` sha256 (-> a MANIFEST path naming it), or an error.
 
     Files with no URL are reported all at once (``FilesMissing.missing``), so a
-    client can upload them and push again. ``hidden``: files the store holds for others
-    than the caller (``registry.services.private_dedup``): not taken from the store.
+    client can upload them and push again. ``hidden``: files not taken from the store:
+    those it holds for others than the caller (``registry.services.private_dedup``), and
+    those lost or damaged there.
     """
     found: dict[str, FileLayout] = {}
     for sha256 in sorted(missing):

@@ -78,13 +78,14 @@ def _version_problem(ctx: RegistryContext, session: Session, row: Version) -> st
         .order_by(CartonFile.path)
     ).all()
     stored = load_files(session, {sha for _, sha in files})
-    damaged = damaged_files(session, [sha for sha, f in stored.items() if f.chunked])
+    damaged = damaged_files(session, stored)
     seen: dict[str, int | None] = {}
     for path, sha in files:
         if sha not in stored:
             return f"blob {sha} ({path}) has no index row"
         if sha in damaged:
-            return f"blob {sha} ({path}) has damaged chunks in the blob store (push it again)"
+            what = "has damaged chunks" if stored[sha].chunked else "is damaged"
+            return f"blob {sha} ({path}) {what} in the blob store (push it again)"
         if sha not in seen:
             seen[sha] = stored_size(ctx.blobs, stored[sha])
         actual, size = seen[sha], stored[sha].size
