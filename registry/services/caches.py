@@ -157,6 +157,12 @@ class ReadFacts:
             return self.generation
         return None
 
+    def distrust(self) -> None:
+        """Read the generation again at the next request: this process just bumped it (a
+        damaged blob recorded), and must not serve the facts it kept for a moment longer."""
+        with self._lock:
+            self.trusted_until = 0.0
+
     def adopt(self, generation: int, read_at: float) -> None:
         """``generation`` was read by a query sent at ``read_at``: trust it from then on."""
         with self._lock:

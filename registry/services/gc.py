@@ -51,6 +51,7 @@ from registry.db.queries import in_chunks, referenced_blobs
 from registry.db.tables import Blob, BlobUpload, CartonFile, LeaseBlob, UploadLease
 from registry.errors import GcBusy
 from registry.services.caches import changes_index
+from registry.services.chunkstore.wholedamage import forget_blob_damage
 from registry.services.context import RegistryContext
 from registry.services.freshness import bump_generation, wait_for_readers
 from registry.services.gc_packs import PackReport, collect_packs
@@ -211,6 +212,7 @@ def _sweep(
                     report.deleted.append(sha)
                 continue
             session.execute(delete(Blob).where(Blob.sha256.in_(batch)))
+            forget_blob_damage(session, batch)  # nothing left to heal
             bump_generation(session)
             session.flush()
             for sha in batch:

@@ -65,6 +65,7 @@ def record_blob_damage(
             found_by,
             ", ".join(sorted(new)[:5]),
         )
+        ctx.caches.facts.distrust()
         notify(ctx.observers.damaged_blobs, reason, found_by, len(new))
     ctx.caches.index_changed()
     return set(new)
