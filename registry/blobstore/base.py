@@ -192,12 +192,7 @@ class BlobStore(abc.ABC):
 
     @abc.abstractmethod
     def put(
-        self,
-        sha256: str,
-        stream: BinaryIO,
-        *,
-        size_hint: int | None = None,
-        replace: bool = False,
+        self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None, replace: bool = False
     ) -> PutResult:
         """Store the bytes of ``stream`` (read to EOF) under ``sha256``.
 

@@ -106,12 +106,7 @@ class FilesystemBlobStore(BlobStore):
     # -- writing ---------------------------------------------------------------
 
     def put(
-        self,
-        sha256: str,
-        stream: BinaryIO,
-        *,
-        size_hint: int | None = None,
-        replace: bool = False,
+        self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None, replace: bool = False
     ) -> PutResult:
         final = self.path_for(sha256)
         if not replace and final.exists():

@@ -32,12 +32,7 @@ class MemoryBlobStore(BlobStore):
         return f"MemoryBlobStore({len(self._blobs)} blobs)"
 
     def put(
-        self,
-        sha256: str,
-        stream: BinaryIO,
-        *,
-        size_hint: int | None = None,
-        replace: bool = False,
+        self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None, replace: bool = False
     ) -> PutResult:
         validate_sha256(sha256)
         data = b"".join(iter(lambda: stream.read(self.chunk_size), b""))

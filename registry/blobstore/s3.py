@@ -42,6 +42,7 @@ from registry.blobstore.s3client import (
     is_precondition_failed,
     is_unsupported,
     make_client,
+    why,
 )
 from registry.blobstore.s3packs import S3Packs
 from registry.carton.digests import is_sha256
@@ -99,25 +100,10 @@ class S3BlobStore(S3Packs, BlobStore):
     # -- error translation -----------------------------------------------------
 
     def _unavailable(self, exc: BaseException, action: str) -> BlobStoreUnavailable:
-        from botocore.exceptions import (
-            ClientError,
-            ConnectionError,
-            HTTPClientError,
-            NoCredentialsError,
-        )
-
         where = f"s3://{self.bucket}/{self.prefix}"
         if self.endpoint_url:
             where += f" at {self.endpoint_url}"
-        if isinstance(exc, ConnectionError | HTTPClientError):
-            reason = f"cannot reach the S3 server: {exc}"
-        elif isinstance(exc, NoCredentialsError):
-            reason = "no S3 credentials configured (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
-        elif isinstance(exc, ClientError):
-            reason = f"S3 error {error_code(exc)} (HTTP {http_status(exc)}): {exc}"
-        else:
-            reason = f"{type(exc).__name__}: {exc}"
-        return BlobStoreUnavailable(f"blob store {where} unavailable while {action}: {reason}")
+        return BlobStoreUnavailable(f"blob store {where} unavailable while {action}: {why(exc)}")
 
     @contextlib.contextmanager
     def _translate(self, action: str) -> Iterator[None]:
@@ -137,12 +123,7 @@ class S3BlobStore(S3Packs, BlobStore):
     # -- writing ---------------------------------------------------------------
 
     def put(
-        self,
-        sha256: str,
-        stream: BinaryIO,
-        *,
-        size_hint: int | None = None,
-        replace: bool = False,
+        self, sha256: str, stream: BinaryIO, *, size_hint: int | None = None, replace: bool = False
     ) -> PutResult:
         key = self.key_for(sha256)
         if not replace and self.stat(sha256) is not None:

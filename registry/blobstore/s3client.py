@@ -82,3 +82,21 @@ def is_precondition_failed(exc: Exception) -> bool:
 
 def is_unsupported(exc: Exception) -> bool:
     return error_code(exc) in _UNSUPPORTED_CODES or http_status(exc) == 501
+
+
+def why(exc: BaseException) -> str:
+    """What a botocore / urllib3 failure means, in words for an operator."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionError,
+        HTTPClientError,
+        NoCredentialsError,
+    )
+
+    if isinstance(exc, ConnectionError | HTTPClientError):
+        return f"cannot reach the S3 server: {exc}"
+    if isinstance(exc, NoCredentialsError):
+        return "no S3 credentials configured (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
+    if isinstance(exc, ClientError):
+        return f"S3 error {error_code(exc)} (HTTP {http_status(exc)}): {exc}"
+    return f"{type(exc).__name__}: {exc}"

@@ -27,6 +27,7 @@ def test_put_blob_then_it_is_no_longer_missing(ctx) -> None:
         "size": len(data),
         "created": True,
         "bytes_stored": len(data),
+        "bytes_healed": 0,
     }
     assert raw_get(ctx.blobs, layout_key(sha(data))) == data
     assert missing_blobs(ctx, [sha(data)]) == []
