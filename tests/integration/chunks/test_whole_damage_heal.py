@@ -9,7 +9,9 @@ re-push writes the bytes over the rotten object, and the record goes.
 
 from __future__ import annotations
 
+import io
 import random
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -34,9 +36,6 @@ CARTON = weights_carton(WEIGHTS, MODEL, **{"notes.bin": NOTES, "other.bin": OTHE
 
 
 def member(carton: bytes, path: str) -> bytes:
-    import io
-    import zipfile
-
     with zipfile.ZipFile(io.BytesIO(carton)) as z:
         return z.read(path)
 
@@ -186,6 +185,8 @@ def test_a_cli_re_push_uploads_the_rotten_file_and_heals_it(
     rot(ctx, NOTES)
     assert httpx.get(f"{live_server.url}/blobs/{sha(NOTES)}").status_code == 503
     assert sha(NOTES) in records(ctx)
+    metrics = httpx.get(f"{live_server.url}/metrics").text
+    assert 'registry_damaged_blobs_total{found_by="read",reason="corrupt"}' in metrics
 
     run = cli("push", str(path), "--url", live_server.url, "--no-cache")
     assert run.code == 0, run.err
