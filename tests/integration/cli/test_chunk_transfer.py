@@ -190,12 +190,12 @@ def test_pushes_racing_gc_with_no_grace_all_succeed(cli, live_server, tmp_path, 
                 errors.append(exc)
                 return
 
-    base = randbytes(5, 24 * MiB)
+    base = randbytes(5, 16 * MiB)
     pushed: list[tuple[str, bytes]] = []
     collector = threading.Thread(target=collect, daemon=True)
     collector.start()
     try:
-        for i in range(6):
+        for i in range(4):  # CLI, REST, CLI, REST: each with GC running throughout
             weights = with_region(base, 100 + i, (i + 1) * 3 * MiB, MiB)
             path = carton(tmp_path, f"race-{i}", weights, extra=f"extra {i}".encode())
             if i % 2 == 0:

@@ -4,7 +4,7 @@ Schemathesis generates requests from ``/api/openapi`` (path and query parameters
 headers and bodies) against the app on each backend pair, with one model pushed; path
 parameters are sometimes swapped for that model's real name, hash, version or self test,
 so the fuzz reaches the handlers' work and not only their validation. Examples are
-bounded and derandomized (about a minute per backend pair). Range headers, which the
+bounded and derandomized (about half a minute per backend pair). Range headers, which the
 schema does not describe, are fuzzed on their own.
 """
 
@@ -21,7 +21,7 @@ from registry.services.ingest import ingest_file
 from tests.conftest import fixture_carton
 
 FUZZ = settings(
-    max_examples=25,
+    max_examples=15,
     deadline=None,
     derandomize=True,
     database=None,
