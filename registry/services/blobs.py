@@ -16,7 +16,7 @@ from registry.errors import InvalidBody, UploadTooLarge
 from registry.services.chunkstore.damage import damaged_files
 from registry.services.chunkstore.files import FileWriter
 from registry.services.chunkstore.index import record_files
-from registry.services.chunkstore.wholedamage import forget_blob_damage
+from registry.services.chunkstore.wholedamage import damaged_blobs
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease
@@ -103,8 +103,9 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, A
             with ctx.transaction() as session:
                 lease.fence(session)
                 ids = packs.pack_ids(session)  # forgets a damaged whole object it replaced
-                # A damaged whole object of a file now chunked: the row takes the chunks.
-                rechunked = layout.chunked and bool(forget_blob_damage(session, [sha256]))
+                # A damaged whole object of a file now chunked: the row takes the chunks
+                # (record_files forgets the object's damage).
+                rechunked = layout.chunked and bool(damaged_blobs(session, [sha256]))
                 new = record_files(session, [layout], ids, replace=[sha256] if rechunked else ())
                 lease.release(session)
         except BaseException:

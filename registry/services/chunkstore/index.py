@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from registry.db.queries import in_chunks, insert_ignore_returning
 from registry.db.tables import Blob, BlobSegment, Chunk
 from registry.services.chunkstore.layout import FileLayout
+from registry.services.chunkstore.wholedamage import forget_blob_damage
 
 
 def segment_holds_chunk() -> ColumnElement[bool]:
@@ -63,6 +64,8 @@ def record_files(
             .where(Blob.sha256 == sha)
             .values(size=layout.size, crc32=layout.crc32, chunked=layout.chunked)
         )
+    # A file whose damaged whole object is replaced by chunks: the object is no longer its.
+    forget_blob_damage(session, [sha for sha in replacing if by_sha[sha].chunked])
     existing: set[str] = set()
     for batch in in_chunks(sorted(by_sha)):
         existing.update(session.scalars(select(Blob.sha256).where(Blob.sha256.in_(batch))))

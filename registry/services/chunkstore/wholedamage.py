@@ -21,9 +21,9 @@ The damage a chunked file can have is ``damage`` (by chunk copy, in packs).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-from sqlalchemy import delete, select
+from sqlalchemy import Executable, delete, select
 from sqlalchemy.orm import Session
 
 from registry.db.queries import in_chunks, insert_ignore_returning
@@ -76,34 +76,39 @@ def any_blob_damage(session: Session) -> bool:
     return session.scalar(select(DamagedBlob.sha256).limit(1)) is not None
 
 
-def damaged_blobs(session: Session, hashes: Iterable[str]) -> set[str]:
-    """Those of ``hashes`` recorded as damaged whole blobs."""
+def _each_batch(
+    session: Session, hashes: Iterable[str], statement: Callable[[Sequence[str]], Executable]
+) -> set[str]:
+    """The hashes ``statement(batch)`` returns over ``hashes`` a thousand at a time; nothing
+    (and no query beyond one probe) when no whole blob is recorded."""
     wanted = sorted(set(hashes))
     if not wanted or not any_blob_damage(session):
         return set()
     found: set[str] = set()
     for batch in in_chunks(wanted):
-        found.update(
-            session.scalars(select(DamagedBlob.sha256).where(DamagedBlob.sha256.in_(batch)))
-        )
+        found.update(session.scalars(statement(batch)))
     return found
+
+
+def damaged_blobs(session: Session, hashes: Iterable[str]) -> set[str]:
+    """Those of ``hashes`` recorded as damaged whole blobs."""
+    return _each_batch(
+        session,
+        hashes,
+        lambda batch: select(DamagedBlob.sha256).where(DamagedBlob.sha256.in_(batch)),
+    )
 
 
 def forget_blob_damage(session: Session, hashes: Iterable[str]) -> set[str]:
     """Delete the records of ``hashes`` (healed, or found good again) in the caller's
     transaction; the ones that were recorded."""
-    wanted = sorted(set(hashes))
-    if not wanted or not any_blob_damage(session):
-        return set()
-    found: set[str] = set()
-    for batch in in_chunks(wanted):
-        found.update(
-            session.scalars(
-                delete(DamagedBlob)
-                .where(DamagedBlob.sha256.in_(batch))
-                .returning(DamagedBlob.sha256)
-            )
-        )
+    found = _each_batch(
+        session,
+        hashes,
+        lambda batch: (
+            delete(DamagedBlob).where(DamagedBlob.sha256.in_(batch)).returning(DamagedBlob.sha256)
+        ),
+    )
     if found:
         bump_generation(session)
     return found

@@ -35,7 +35,6 @@ from registry.services.chunkstore.reader import (
     read_file,
     stored_from_layout,
 )
-from registry.services.chunkstore.wholedamage import forget_blob_damage
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
 from registry.services.ingest.index import index_carton
@@ -258,8 +257,6 @@ def _index(
                 new = record_files(
                     session, written.values(), packs.pack_ids(session), replace=replaced
                 )
-                # A damaged whole object of a file now chunked: its row moved onto chunks.
-                forget_blob_damage(session, {sha for sha in replaced if written[sha].chunked})
                 created, name, version = index_carton(
                     session, manifest, config, toml_bytes, sizes, name, tag
                 )
