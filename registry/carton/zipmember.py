@@ -10,6 +10,7 @@ descriptor search of Stored members).
 from __future__ import annotations
 
 import io
+import re
 import struct
 import zlib
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from .zstdmember import ZstdMemberDecoder
 
 CENTRAL_MAGIC = b"PK\x01\x02"
 DESCRIPTOR_MAGIC = b"PK\x07\x08"
+_DESCRIPTOR_SEARCH = re.compile(re.escape(DESCRIPTOR_MAGIC))  # re's literal scan: 1.7x bytes.find
 FLAG_DESCRIPTOR = 0x08
 READ = MiB
 
@@ -62,10 +64,27 @@ class ForwardInput:
                 data = data[:n]
             self.offset += len(data)
             return bytes(data)
-        out = self._buf[self._at : self._at + n]
+        if self._at == 0 and n >= len(self._buf):
+            out = self._buf  # the piece as it came: no copy
+        else:
+            out = self._buf[self._at : self._at + n]
         self._at += len(out)
         self.offset += len(out)
         return out
+
+    def window(self) -> bytes:
+        """The bytes read ahead and not handed out yet (a new piece when there are none;
+        b"" at the end): the received piece itself while none of it was handed out."""
+        if self._at >= len(self._buf) and not self._more(1):
+            return b""
+        if self._at:
+            self._buf, self._at = self._buf[self._at :], 0
+        return self._buf
+
+    def skip(self, n: int) -> None:
+        """Hand out the first ``n`` bytes of ``window()`` (the caller already has them)."""
+        self._at += n
+        self.offset += n
 
     def read_exact(self, n: int, what: str) -> bytes:
         data = self.peek(n)
@@ -164,7 +183,6 @@ class MemberStream:
             if not entry.flags & FLAG_DESCRIPTOR
             else None  # unknown: the compressed stream (or a descriptor) says where it ends
         )
-        self._pending = b""  # Stored + descriptor: bytes that may begin a descriptor
         self._zstd = (
             ZstdMemberDecoder(
                 lambda: self._compressed(READ),
@@ -245,41 +263,44 @@ class MemberStream:
         self.entry.compressed_size -= len(data)
 
     def _stored_until_descriptor(self, n: int) -> bytes | None:
-        """Stored bytes up to the data descriptor that matches what was seen (module doc)."""
+        """Stored bytes up to the data descriptor that matches what was seen (module doc).
+
+        Each byte is searched once, and a piece with no signature in it (nearly all)
+        is handed on as it came, without a copy.
+        """
+        source = self._in
         while True:
-            pending = self._pending
-            at = pending.find(DESCRIPTOR_MAGIC)
-            if at == 0:
-                if len(pending) < 24 and self._more_into_pending():
-                    continue
-                if _descriptor_matches(pending, self.entry.crc32, self.entry.size):
-                    self._pending = b""
-                    self._in.unread(pending)
-                    self.entry.compressed_size -= len(pending)
-                    return None
-                following = pending.find(DESCRIPTOR_MAGIC, 1)
-                cut = following if following > 0 else max(1, len(pending) - 3)
-            elif at > 0:
-                cut = at
-            else:
-                cut = len(pending) - 3  # the end may hold the start of a signature
-                if cut <= 0:
-                    if not self._more_into_pending():
+            window = source.window()
+            if not window:
+                raise CartonFormatError(
+                    f"truncated zip archive: it ends inside the data of {self.entry.path}"
+                )
+            found = _DESCRIPTOR_SEARCH.search(window)
+            if found is None:
+                cut = len(window) - _signature_start_at_end(window)
+                if cut == 0:  # only the start of a signature so far: it needs what follows
+                    if len(source.peek(len(window) + 1)) <= len(window):
                         raise CartonFormatError(
                             f"truncated zip archive: it ends inside the data of {self.entry.path}"
                         )
                     continue
+            elif found.start() > 0:
+                cut = found.start()
+            else:
+                if _descriptor_matches(source.peek(24), self.entry.crc32, self.entry.size):
+                    return None  # the descriptor stays in the input for ``_read_descriptor``
+                window = source.window()  # peek may have read more
+                following = _DESCRIPTOR_SEARCH.search(window, 1)
+                cut = (
+                    following.start()
+                    if following is not None
+                    else max(1, len(window) - _signature_start_at_end(window))
+                )
             cut = min(cut, n)
-            out, self._pending = pending[:cut], pending[cut:]
+            out = window if cut == len(window) else window[:cut]
+            source.skip(cut)
+            self.entry.compressed_size += cut
             return out
-
-    def _more_into_pending(self) -> bool:
-        data = self._in.read_some(READ)
-        if not data:
-            return False
-        self.entry.compressed_size += len(data)
-        self._pending += data
-        return True
 
     def _account(self, data: bytes) -> None:
         e = self.entry
@@ -337,6 +358,14 @@ class MemberStream:
                 e.declared_crc32, e.declared_size, e.declared_compressed_size = crc, size, csize
                 return
         raise self._fail("data descriptor does not match the member's bytes")
+
+
+def _signature_start_at_end(data: bytes) -> int:
+    """How many of the last bytes of ``data`` (up to 3) could begin a descriptor signature."""
+    for k in (3, 2, 1):
+        if data.endswith(DESCRIPTOR_MAGIC[:k]):
+            return k
+    return 0
 
 
 def _descriptor_matches(candidate: bytes, crc: int, size: int) -> bool:

@@ -14,8 +14,9 @@ from registry.services.chunkstore.writer import PackSession
 MiB = 1024 * 1024
 LOOKUP_BATCH_BYTES = 16 * MiB
 """Chunk bytes per ``PackSession.place``: one index lookup (and one claim) per batch."""
-HANDOFF_BYTES = MiB  # per piece handed to the chunking thread (the GIL is shared below this)
-PIECES_IN_FLIGHT = 4
+HANDOFF_BYTES = 4 * MiB
+"""Per hand-off to the chunking thread: one wake-up, and one join in ``Chunker``, each."""
+PIECES_IN_FLIGHT = 2
 
 
 class FileWriter:
@@ -38,7 +39,7 @@ class FileWriter:
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._inflight: collections.deque[Future[None]] = collections.deque()
-        self._batch: list[tuple[str, bytes]] = []
+        self._batch: list[tuple[str, memoryview]] = []
         self._batch_bytes = 0
         self._refs: list[ChunkRef] = []
         self._new_chunk_bytes = 0
@@ -64,17 +65,20 @@ class FileWriter:
             self._hand_off()
 
     def _hand_off(self) -> None:
-        piece = b"".join(self._pending)
+        pieces = self._pending
         self._pending, self._pending_bytes = [], 0
         while len(self._inflight) >= PIECES_IN_FLIGHT:
             self._inflight.popleft().result()
-        self._inflight.append(self._session.worker().submit(self._cut, piece))
+        self._inflight.append(self._session.worker().submit(self._cut, pieces))
 
-    def _cut(self, piece: bytes) -> None:
-        assert self._chunker is not None
-        self._take(self._chunker.feed(piece))
+    def _cut(self, pieces: list[bytes]) -> None:
+        """On the chunking thread: the pieces joined there, once (``Chunker``)."""
+        chunker = self._chunker
+        assert chunker is not None
+        for piece in pieces:
+            self._take(chunker.feed(piece))
 
-    def _take(self, chunks: list[bytes]) -> None:
+    def _take(self, chunks: list[memoryview]) -> None:
         for chunk in chunks:
             self._batch.append((chunk_hash(chunk), chunk))
             self._batch_bytes += len(chunk)

@@ -78,6 +78,35 @@ def test_our_writer_with_data_descriptors(method):
         assert seen[name] == hashlib.sha256(body).hexdigest()
 
 
+class Dribble(Trickle):
+    """Reads of 1 to 7 bytes: every signature prefix falls across pieces somewhere."""
+
+    def read(self, n: int = -1) -> bytes:
+        k = self._rng.randint(1, 7)
+        out = self._data[self._at : self._at + (k if n is None or n < 0 else min(k, n))]
+        self._at += len(out)
+        return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stored_descriptors_found_across_any_piece_boundary(seed):
+    """Prefixes of the signature (``P``, ``PK``, ``PK\\x07``) and false signatures, at the
+    end of members and of pieces, neither end a member early nor hide its descriptor."""
+    rng = random.Random(seed)
+    parts = [b"P", b"PK", b"PK\x07", b"PK\x07\x08", b"x", b"PK\x07\x08\x00\x00\x00\x00"]
+    files = {
+        f"model/f{i}": b"".join(rng.choice(parts) for _ in range(rng.randint(0, 300)))
+        + rng.choice(parts)
+        for i in range(8)
+    }
+    data = write_zip_bytes(carton_files(files), STORED)
+    zs = ZipStream(Dribble(data, seed), ArchiveLimits())
+    seen = {e.path: e.read() for e in zs if not e.is_dir}
+    zs.finish()
+    for name, body in files.items():
+        assert seen[name] == body
+
+
 class _Unseekable(io.RawIOBase):
     def __init__(self) -> None:
         self.out = io.BytesIO()
