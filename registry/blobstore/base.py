@@ -172,7 +172,8 @@ class PackWriter(abc.ABC):
 
     @abc.abstractmethod
     def write(self, data: bytes | memoryview) -> None:
-        """Append ``data`` (held in at most one part's buffer before it goes out)."""
+        """Append ``data``, which must not change afterwards: a writer may hold it (up to
+        one part's worth) before it goes out."""
 
     @abc.abstractmethod
     def commit(self) -> None:

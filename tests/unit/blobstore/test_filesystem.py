@@ -149,6 +149,7 @@ def test_a_pack_being_written_is_handed_to_the_disk_as_it_grows(tmp_path, monkey
 
     monkeypatch.setattr(filesystem, "start_writeback", recording)
     monkeypatch.setattr(filesystem, "WRITEBACK_BYTES", 1 << 20)
+    monkeypatch.setattr(filesystem, "GATHER_BYTES", 512 * 1024)
     store = FilesystemBlobStore(tmp_path / "store")
     writer = store.new_pack("ab" * 16)
     data = os.urandom(300 * 1024)
@@ -161,3 +162,29 @@ def test_a_pack_being_written_is_handed_to_the_disk_as_it_grows(tmp_path, monkey
     ]
     assert len(asked) == 3 and all(n >= 1 << 20 for _, n in asked)
     assert store.read_pack("ab" * 16, 0, 12 * len(data)) == data * 12
+
+
+def test_short_gathered_writes_resume_where_they_stopped(tmp_path, monkeypatch):
+    """``writev`` may write less than asked (and stop inside a piece): the rest follows,
+    in order, and the pack reads back exactly."""
+    from registry.blobstore import filesystem
+
+    real = os.writev
+    calls: list[int] = []
+
+    def short(fd: int, buffers) -> int:  # type: ignore[no-untyped-def]
+        calls.append(len(buffers))
+        assert len(calls) < 1000, "the writer keeps writing the same bytes"
+        joined = b"".join(bytes(b) for b in buffers)
+        return real(fd, [joined[: max(1, len(joined) // 3 + 7)]])
+
+    monkeypatch.setattr(filesystem.os, "writev", short)
+    monkeypatch.setattr(filesystem, "GATHER_BYTES", 64 * 1024)
+    store = FilesystemBlobStore(tmp_path / "store")
+    writer = store.new_pack("cd" * 16)
+    pieces = [os.urandom(n) for n in (1, 5000, 70_000, 3, 130_000, 999)]
+    for piece in pieces:
+        writer.write(memoryview(piece))
+    writer.commit()
+    assert len(calls) > len(pieces)  # the writes were short, so more calls than pieces
+    assert store.read_pack("cd" * 16, 0, writer.size) == b"".join(pieces)
