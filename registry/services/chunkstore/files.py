@@ -12,7 +12,7 @@ from registry.services.chunkstore.layout import ChunkRef, FileLayout, segments_o
 from registry.services.chunkstore.writer import PackSession
 
 MiB = 1024 * 1024
-LOOKUP_BATCH_BYTES = 16 * MiB
+LOOKUP_BATCH_BYTES = 32 * MiB
 """Chunk bytes per ``PackSession.place``: one index lookup (and one claim) per batch."""
 HANDOFF_BYTES = 4 * MiB
 """Per hand-off to the chunking thread: one wake-up, and one join in ``Chunker``, each."""
