@@ -130,7 +130,7 @@ def repush(f: Facts, scale: Scale) -> Iterator[str]:
         return
     tops = ", ".join(f"`{n}` {t:.2f} s" for n, t in f.get("cli_import_top", [])[:3])
     yield (
-        f"**Re-push** ({f['repush_s']:.2f} s, target < 0.2 s): a fresh `carton-registry` "
+        f"**Re-push** ({f['repush_s']:.2f} s, target < 0.3 s): a fresh `carton-registry` "
         f"process costs {f['cli_floor']:.2f} s before doing anything (`--help`; bare "
         f"`python -c pass` {f.get('cli_bare', float('nan')):.2f} s; `import registry.cli` "
         f"{f.get('cli_import_total', float('nan')):.2f} s"
