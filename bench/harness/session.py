@@ -135,14 +135,15 @@ class Bench:
 
     def start_registry(
         self,
-        workers: int = 1,
+        workers: int | None = 1,
         label: str = "registry",
         data_dir: Path | None = None,
         database_url: str | None = None,
         server: str | None = None,
         settings: dict[str, str] | None = None,
     ) -> Server:
-        """A registry on the run's data dir and database, unless given others."""
+        """A registry on the run's data dir and database, unless given others;
+        ``workers=None``: serve's default worker count (one per core)."""
         return start_registry(
             data_dir or self.work / "registry-data",
             self.logs / f"{label}.log",
