@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -28,6 +29,15 @@ from bench.harness.machine import load_average, machine_info, warm_memory
 from bench.harness.session import Bench
 from bench.report.markdown import merged_facts, render
 from bench.report.table import Section
+
+
+def parse_size(text: str) -> int:
+    """``16G``, ``16GiB``, ``512M``, ``512MiB`` or bytes: a size in bytes (powers of 1024)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.I)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 16G, 1GiB, 512M)")
+    power = " KMGT".index(m.group(2).upper() or " ")
+    return int(float(m.group(1)) * 1024**power)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -81,6 +91,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="GIB",
         help="cap on the memory warm-up (default 16 GiB; it writes 80%% of MemAvailable)",
     )
+    ap.add_argument(
+        "--big-size",
+        type=parse_size,
+        default=16 * GiB,
+        metavar="SIZE",
+        help="carton size of the opt-in `big` figure: 16G (default), 1GiB, 512M, ...",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.budget = min(args.budget, 300.0)
@@ -124,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pool()
         for fig in run_order():
-            if args.only and fig.key not in args.only:
+            if (args.only and fig.key not in args.only) or (fig.opt_in and not args.only):
                 continue
             b.log(f"== {fig.key}")
             s = sections[fig.key] = fig.section(b.scale)

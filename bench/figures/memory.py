@@ -86,8 +86,9 @@ def settle(server: Server, timeout: float = 20.0) -> int:
     return last[1]
 
 
-def peak_rows(what: str, p: TreePeak | None, ref: int, why: str | None = None) -> list[Row]:
-    """The target row (sum of VmHWM, against the peer's ``ref``) and the rows beside it."""
+def peak_rows(what: str, p: TreePeak | None, ref: int | None, why: str | None = None) -> list[Row]:
+    """The target row (sum of VmHWM, against the peer's ``ref`` if any) and the rows
+    beside it."""
     if p is None:
         return [Row(what, f"not available: {why}")]
     return [
@@ -95,8 +96,8 @@ def peak_rows(what: str, p: TreePeak | None, ref: int, why: str | None = None) -
             f"{what}: process tree, sum of VmHWM over {p.processes} processes",
             f"{p.hwm_sum / MiB:.0f} MiB",
             "",
-            "peer",
-            f"{p.hwm_sum / max(ref, 1):.2f}×",
+            "peer" if ref else "",
+            f"{p.hwm_sum / max(ref, 1):.2f}×" if ref else "",
             "",
             "< 200 MiB",
             verdict(p.hwm_sum < LIMIT),
