@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -205,9 +206,7 @@ def build_carton_sized(out: Path, name: str, files: Sequence[FileSpec]) -> Built
             crc = zlib.crc32(data, crc)
         shas[spec.path] = r.sha.hexdigest()
         entries.append(
-            ZipEntry(
-                spec.path, spec.size, crc, lambda o, n, spec=spec: _generated_range(spec, o, n)
-            )
+            ZipEntry(spec.path, spec.size, crc, functools.partial(_generated_range, spec))
         )
     items = sorted(shas.items(), key=lambda e: e[0].encode())
     entries.append(entry("MANIFEST", "".join(f"{p}={h}\n" for p, h in items).encode()))
