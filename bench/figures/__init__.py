@@ -9,6 +9,7 @@ bench/README.md). Figures may import ``bench.harness`` and ``bench.report.table`
 
 from __future__ import annotations
 
+from bench.figures.big import BIG
 from bench.figures.chunk_transfer import CHUNK_PULL, CHUNK_PUSH
 from bench.figures.chunks import CHUNKS
 from bench.figures.cli_push import REPUSH, VARIANT
@@ -42,6 +43,7 @@ FIGURES: list[Figure] = [
     SERVERS_FIGURE,
     MEMORY,
     LISTING,
+    BIG,
 ]
 
 

@@ -79,10 +79,14 @@ def measure_repush(b: Bench, s: Section) -> None:
             secs,
             "s",
             "first push (fig. 1)",
-            "< 0.2 s",
-            lambda v: v < 0.2,
+            "< 0.3 s",
+            lambda v: v < 0.3,
             check_on="value",
         )
+    )
+    s.notes.append(
+        "Re-push target: issue 27's, < 0.3 s for an unchanged 1 GiB carton (the same target "
+        "as figure 8's re-push)."
     )
     s.rows.append(
         Row(

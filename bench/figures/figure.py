@@ -16,13 +16,15 @@ class Figure:
     ``measure`` fills the section it is given (rows, notes, facts) as it goes, so
     what it measured before a failure still reaches the report. ``title`` may
     depend on the scale (sizes in titles). ``runs_last`` moves a figure to the
-    end of the run, where the time budget cuts it first.
+    end of the run, where the time budget cuts it first; an ``opt_in`` figure runs
+    only when ``--only`` names it.
     """
 
     key: str
     title: str | Callable[[Scale], str]
     measure: Callable[[Bench, Section], None]
     runs_last: bool = False
+    opt_in: bool = False
 
     def section(self, scale: Scale) -> Section:
         title = self.title if isinstance(self.title, str) else self.title(scale)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
 import random
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +169,50 @@ def build_carton(
 
     with open(out, "wb") as f:
         size = write_zip(f, members())
+    return BuiltCarton(out, size, shas, list(files))
+
+
+def _generated_range(spec: FileSpec, offset: int, length: int) -> Iterator[bytes]:
+    """Bytes ``[offset, offset + length)`` of a generated file (generated from its start)."""
+    r = GenReader(spec)
+    pos, end = 0, offset + length
+    while pos < end and (data := r.read(CHUNK)):
+        lo, hi = max(offset - pos, 0), min(len(data), end - pos)
+        if lo < hi:
+            yield data[lo:hi]
+        pos += len(data)
+
+
+def build_carton_sized(out: Path, name: str, files: Sequence[FileSpec]) -> BuiltCarton:
+    """The same members as ``build_carton`` (Stored), laid out as the reference packer does.
+
+    Each local header carries the member's size and CRC-32 (general purpose flag bit 3
+    clear, no data descriptors), as every carton in ``shared/fixtures/reference-packer``
+    has; ``build_carton``'s stream writer puts them in descriptors after the data. The
+    project's ``StoredZipLayout`` writes this shape given sizes and CRCs in advance, so
+    each file is generated twice: once for its CRC-32 and sha256, once to write it.
+    """
+    from registry.carton.zipwrite import StoredZipLayout, ZipEntry
+
+    def entry(path: str, data: bytes) -> ZipEntry:
+        return ZipEntry(path, len(data), zlib.crc32(data), lambda o, n: iter([data[o : o + n]]))
+
+    toml = carton_toml(name)
+    shas: dict[str, str] = {"carton.toml": hashlib.sha256(toml).hexdigest()}
+    entries = [entry("carton.toml", toml)]
+    for spec in files:
+        r, crc = GenReader(spec), 0
+        while data := r.read(CHUNK):
+            crc = zlib.crc32(data, crc)
+        shas[spec.path] = r.sha.hexdigest()
+        entries.append(
+            ZipEntry(spec.path, spec.size, crc, functools.partial(_generated_range, spec))
+        )
+    items = sorted(shas.items(), key=lambda e: e[0].encode())
+    entries.append(entry("MANIFEST", "".join(f"{p}={h}\n" for p, h in items).encode()))
+    layout = StoredZipLayout(entries)
+    with open(out, "wb") as f:
+        size = layout.write_to(f)
     return BuiltCarton(out, size, shas, list(files))
 
 

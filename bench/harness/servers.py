@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,17 @@ def stop_all() -> None:
         stop_proc(p)
 
 
+def proc_pss(pid: int) -> int | None:
+    """Proportional set size (/proc/<pid>/smaps_rollup ``Pss``) in bytes: shared pages
+    divided among the processes that map them."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^Pss:\s+(\d+) kB", text, re.M)
+    return int(m.group(1)) * 1024 if m else None
+
+
 def proc_status(pid: int, key: str) -> int | None:
     """A kB field of /proc/<pid>/status (VmHWM, VmRSS) in bytes."""
     try:
@@ -81,17 +93,76 @@ def proc_status(pid: int, key: str) -> int | None:
     return int(m.group(1)) * 1024 if m else None
 
 
-def tree_status(pid: int, key: str) -> int | None:
-    """The largest ``key`` (e.g. VmHWM) of ``pid`` and its descendants: a server's workers."""
-    values = [proc_status(pid, key)]
+def tree_pids(pid: int) -> list[int]:
+    """``pid`` and its descendants (a server's workers, and theirs), parent first."""
+    pids = [pid]
     for children in Path(f"/proc/{pid}/task").glob("*/children"):
         try:
             kids = [int(c) for c in children.read_text().split()]
         except OSError:
             continue
-        values += [tree_status(kid, key) for kid in kids]
-    found = [v for v in values if v is not None]
-    return max(found) if found else None
+        for kid in kids:
+            pids += tree_pids(kid)
+    return pids
+
+
+def tree_values(pid: int, key: str) -> list[int]:
+    """``key`` (e.g. VmHWM) of every live process of ``pid``'s tree, in bytes."""
+    found = [proc_status(p, key) for p in tree_pids(pid)]
+    return [v for v in found if v is not None]
+
+
+def tree_status(pid: int, key: str) -> int | None:
+    """The largest ``key`` (e.g. VmHWM) of ``pid`` and its descendants: a server's workers."""
+    values = tree_values(pid, key)
+    return max(values) if values else None
+
+
+def tree_sum(pid: int, key: str) -> int | None:
+    """``key`` summed over ``pid`` and its descendants: the whole server, workers included.
+
+    Shared pages (the interpreter, libraries mapped by every worker) count once per
+    process, so a sum of RSS is an upper bound on the memory the tree holds.
+    """
+    values = tree_values(pid, key)
+    return sum(values) if values else None
+
+
+class RssSampler:
+    """Peaks of a process tree's summed VmRSS and summed Pss, sampled every ``interval`` s
+    on a thread: the memory the whole tree held at once (a sum of VmHWM adds peaks that
+    need not coincide). Use as a context manager around a transfer.
+    """
+
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak_rss = 0
+        self.peak_pss = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def sample(self) -> None:
+        pids = tree_pids(self.pid)
+        rss = [proc_status(p, "VmRSS") for p in pids]
+        pss = [proc_pss(p) for p in pids]
+        self.peak_rss = max(self.peak_rss, sum(v for v in rss if v is not None))
+        self.peak_pss = max(self.peak_pss, sum(v for v in pss if v is not None))
+        self.samples += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
 
 
 def wait_http(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
@@ -165,12 +236,13 @@ def start_registry(
     data_dir: Path,
     log: Path,
     database_url: str | None = None,
-    workers: int = 1,
+    workers: int | None = 1,
     server: str = "uvicorn",
     settings: dict[str, str] | None = None,
 ) -> Server:
     """``carton-registry serve``, as an operator runs it (access log on, into ``log``);
-    ``settings``: extra ``REGISTRY_*`` variables."""
+    ``workers=None``: no ``--workers``, serve's default (one per core); ``settings``:
+    extra ``REGISTRY_*`` variables."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "PROMETHEUS_"))}
     env.update(
@@ -183,7 +255,9 @@ def start_registry(
         env["REGISTRY_DATABASE_URL"] = database_url
     env.update(settings or {})
     cmd = [PY, "-m", "registry.cli", "serve", "--port", str(port)]
-    cmd += ["--workers", str(workers), "--server", server]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    cmd += ["--server", server]
     return _serve("registry", cmd, port, env, log, "/healthz", 60)
 
 

@@ -20,7 +20,7 @@ import httpx
 
 from bench.harness import REPO, VENV_BIN, GiB, MiB
 from bench.harness.clients import TIMEOUT
-from bench.harness.data import BuiltCarton, FileSpec, build_carton
+from bench.harness.data import BuiltCarton, FileSpec, build_carton, build_carton_sized
 from bench.harness.servers import Server, start_peer, start_registry, stop_all
 
 
@@ -135,14 +135,15 @@ class Bench:
 
     def start_registry(
         self,
-        workers: int = 1,
+        workers: int | None = 1,
         label: str = "registry",
         data_dir: Path | None = None,
         database_url: str | None = None,
         server: str | None = None,
         settings: dict[str, str] | None = None,
     ) -> Server:
-        """A registry on the run's data dir and database, unless given others."""
+        """A registry on the run's data dir and database, unless given others;
+        ``workers=None``: serve's default worker count (one per core)."""
         return start_registry(
             data_dir or self.work / "registry-data",
             self.logs / f"{label}.log",
@@ -171,9 +172,19 @@ class Bench:
 
     # -- data and tools ----------------------------------------------------------
 
-    def build(self, name: str, files: list[FileSpec], zstd: bool = False) -> BuiltCarton:
+    def build(
+        self, name: str, files: list[FileSpec], zstd: bool = False, sized: bool = False
+    ) -> BuiltCarton:
+        """A carton in the work dir: the stream writer's shape (data descriptors), or with
+        ``sized`` the reference packer's (sizes and CRCs in the local headers; Stored only)."""
         t = time.perf_counter()
-        c = build_carton(self.work / f"{name}.carton", name, files, zstd=zstd)
+        out = self.work / f"{name}.carton"
+        if sized:
+            if zstd:
+                raise ValueError("sized cartons are Stored only (StoredZipLayout)")
+            c = build_carton_sized(out, name, files)
+        else:
+            c = build_carton(out, name, files, zstd=zstd)
         self.log(f"built {c.path.name}: {c.size / MiB:.0f} MiB in {time.perf_counter() - t:.1f}s")
         return c
 
