@@ -55,7 +55,12 @@ _LINK_UNSUPPORTED = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, 
 WRITEBACK_BYTES = 8 * 1024 * 1024
 GATHER_BYTES = 4 * 1024 * 1024
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+SYNC_FILE_RANGE_WAIT_BEFORE = 1
 SYNC_FILE_RANGE_WRITE = 2
+SYNC_FILE_RANGE_WAIT_AFTER = 4
+DROP_BEHIND_BYTES = 16 * 1024 * 1024
+"""A pack's bytes this far behind its end leave the page cache once on disk (see
+``_FilePackWriter``)."""
 
 
 @functools.cache
@@ -76,6 +81,19 @@ def start_writeback(fd: int, offset: int, length: int) -> bool:
     (durability still comes from fsync); False where the system cannot."""
     call = _sync_file_range()
     return call is not None and call(fd, offset, length, SYNC_FILE_RANGE_WRITE) == 0
+
+
+def drop_written(fd: int, offset: int, length: int) -> bool:
+    """Wait until ``[offset, offset + length)`` of ``fd`` is on disk, then drop it from the
+    page cache; False where the system cannot (nothing is dropped then)."""
+    call = _sync_file_range()
+    if call is None or not hasattr(os, "posix_fadvise"):
+        return False
+    flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER
+    if call(fd, offset, length, flags) != 0:
+        return False
+    os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+    return True
 
 
 def _fsync_dir(path: Path) -> None:
@@ -358,6 +376,7 @@ class _FilePackWriter(PackWriter):
         self._gathered_bytes = 0
         self._written = 0
         self._written_back = 0
+        self._dropped = 0
 
     def write(self, data: bytes | memoryview) -> None:
         self._gathered.append(data)
@@ -382,11 +401,17 @@ class _FilePackWriter(PackWriter):
         if self._written - self._written_back >= WRITEBACK_BYTES:
             start_writeback(self._fd, self._written_back, self._written - self._written_back)
             self._written_back = self._written
+            behind = self._written_back - DROP_BEHIND_BYTES
+            if behind - self._dropped >= DROP_BEHIND_BYTES:
+                drop_written(self._fd, self._dropped, behind - self._dropped)
+                self._dropped = behind
 
     def commit(self) -> None:
         try:
             self._write_gathered()
             os.fsync(self._fd)
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_DONTNEED)
             os.close(self._fd)
             self._fd = -1
             os.chmod(self._tmp, 0o444)

@@ -5,6 +5,7 @@ import os
 import stat
 import threading
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,33 @@ def test_short_gathered_writes_resume_where_they_stopped(tmp_path, monkeypatch):
     writer.commit()
     assert len(calls) > len(pieces)  # the writes were short, so more calls than pieces
     assert store.read_pack("cd" * 16, 0, writer.size) == b"".join(pieces)
+
+
+def test_a_pack_leaves_the_page_cache_behind_its_end_once_on_disk(tmp_path, monkeypatch):
+    """Ranges ``DROP_BEHIND_BYTES`` behind the end are dropped in order, each once, never
+    the part still being written; the pack reads back whole."""
+    from registry.blobstore import filesystem
+
+    dropped: list[tuple[int, int]] = []
+    real = filesystem.drop_written
+
+    def recording(fd: int, offset: int, length: int) -> bool:
+        dropped.append((offset, length))
+        return real(fd, offset, length)
+
+    monkeypatch.setattr(filesystem, "drop_written", recording)
+    monkeypatch.setattr(filesystem, "GATHER_BYTES", 256 * 1024)
+    monkeypatch.setattr(filesystem, "WRITEBACK_BYTES", 512 * 1024)
+    monkeypatch.setattr(filesystem, "DROP_BEHIND_BYTES", 1 << 20)
+    store = FilesystemBlobStore(tmp_path / "store")
+    writer = store.new_pack("ef" * 16)
+    data = os.urandom(100 * 1024)
+    written = 0
+    for _ in range(60):
+        writer.write(data)
+        written += len(data)
+        assert all(offset + length <= written - (1 << 20) for offset, length in dropped)
+    writer.commit()
+    assert dropped and dropped[0][0] == 0
+    assert all(a + n == b for (a, n), (b, _) in pairwise(dropped))
+    assert store.read_pack("ef" * 16, 0, written) == data * 60
