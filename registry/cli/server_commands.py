@@ -249,14 +249,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         return fail(f"{args.host}:{args.port} {why}: choose another with --port", 2)
     err(banner(args, settings))
-    from sqlalchemy.exc import SQLAlchemyError
-
     try:
         _serve(args, settings)
-    except SQLAlchemyError as exc:  # migrating, or opening the registry, before serving
-        cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    except DatabaseUnusable as exc:
+        return fail(f"cannot open database {redact_url(settings.database_url)}: {exc}")
+    except Exception as exc:  # opening the registry in this process, before serving
+        cause = database_cause(exc)
+        if cause is None:
+            raise
         return fail(f"cannot open database {redact_url(settings.database_url)}: {cause}")
     return 0
+
+
+class DatabaseUnusable(Exception):
+    """The database could not be migrated (the message: the driver's first line)."""
+
+
+def database_cause(exc: BaseException) -> str | None:
+    """The first line of what the driver said, if ``exc`` is SQLAlchemy's; else None."""
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if not isinstance(exc, SQLAlchemyError):
+        return None
+    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> None:
@@ -272,7 +289,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> None:
             }
         )
         if settings.migrate_on_start:
-            _migrate(settings)
+            _migrate_in_child(settings)
             worker_env["REGISTRY_MIGRATE_ON_START"] = "false"
         if args.workers > 1:
             worker_env[MULTIPROC_ENV] = _multiproc_dir()
@@ -283,15 +300,35 @@ def _serve(args: argparse.Namespace, settings: Settings) -> None:
             _run_uvicorn(args, settings)
 
 
-def _migrate(settings: Settings) -> None:
+def _migrate_in_child(settings: Settings) -> None:
+    """Migrate in a short-lived child: SQLAlchemy, Alembic and the tables (about 30 MiB)
+    stay out of the supervisor, which outlives the migration by the server's lifetime."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
+        cause = child.submit(_migrate, settings.database_url).result()
+    if cause is not None:
+        raise DatabaseUnusable(cause)
+
+
+def _migrate(database_url: str) -> str | None:
+    """Upgrade the database; what the driver said when it could not, else None."""
     from registry.db.engine import make_engine
     from registry.db.migrate import upgrade
 
-    engine = make_engine(settings.database_url)
     try:
-        upgrade(engine)
-    finally:
-        engine.dispose()
+        engine = make_engine(database_url)
+        try:
+            upgrade(engine)
+        finally:
+            engine.dispose()
+    except Exception as exc:
+        cause = database_cause(exc)
+        if cause is None:
+            raise
+        return cause
+    return None
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:

@@ -88,6 +88,28 @@ def test_the_banner_names_the_database_blob_store_and_absolute_data_folder(insta
     assert "s3cret" not in run.err
 
 
+def test_several_workers_migrate_in_a_child_and_report_an_unusable_database_in_one_line(
+    installed,
+):
+    """With several workers the migration runs in a child process (keeping SQLAlchemy out of
+    the supervisor); a database it cannot reach is still one line, exit status 1."""
+    run = installed(
+        "serve",
+        "--port",
+        str(free_port()),
+        "--workers",
+        "2",
+        env={"REGISTRY_DATABASE_URL": "postgresql://registry:s3cret@127.0.0.1:9/registry"},
+    )
+    assert run.code == 1
+    lines = run.err.splitlines()
+    assert len(lines) == 5, run.err
+    assert lines[4].startswith(
+        "error: cannot open database postgresql://registry:***@127.0.0.1:9/registry: "
+    )
+    assert "s3cret" not in run.err
+
+
 def test_a_port_in_use_fails_in_one_line_before_the_banner(installed):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
