@@ -12,11 +12,10 @@ from registry.services.chunkstore.layout import ChunkRef, FileLayout, segments_o
 from registry.services.chunkstore.writer import PackSession
 
 MiB = 1024 * 1024
-LOOKUP_BATCH_BYTES = 32 * MiB
+LOOKUP_BATCH_BYTES = 16 * MiB
 """Chunk bytes per ``PackSession.place``: one index lookup (and one claim) per batch."""
-HANDOFF_BYTES = 4 * MiB
-"""Per hand-off to the chunking thread: one wake-up, and one join in ``Chunker``, each."""
-PIECES_IN_FLIGHT = 2
+HANDOFF_BYTES = MiB  # per piece handed to the chunking thread (the GIL is shared below this)
+PIECES_IN_FLIGHT = 4
 
 
 class FileWriter:
