@@ -97,6 +97,17 @@ def configure_logging(level: str = "info") -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
+def freeze_startup_objects() -> None:
+    """Move what importing and building the app made (modules, classes, the app: about
+    150,000 objects) out of the cyclic collector's reach: they live as long as the
+    process, and each full collection walked them all. On a 1 GiB push, collections were
+    5 % of the receiving thread's time."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def worker_app() -> Any:
     """The app one worker process serves, from the environment ``serve`` prepared."""
     from registry.app import create_app
@@ -104,6 +115,7 @@ def worker_app() -> Any:
     keep_freed_memory()
     configure_logging(os.environ.get(LOG_LEVEL_ENV, "info"))
     app: Litestar = create_app()
+    freeze_startup_objects()
     if os.environ.get(SERVER_ENV) == "granian":  # uvicorn applies them itself
         from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
@@ -164,7 +176,9 @@ def _run_uvicorn(args: argparse.Namespace, settings: Settings) -> None:
 
         keep_freed_memory()
         configure_logging(args.log_level)
-        uvicorn.run(create_app(settings), **options)
+        app = create_app(settings)
+        freeze_startup_objects()
+        uvicorn.run(app, **options)
     else:
         uvicorn.run(WORKER_APP, factory=True, workers=args.workers, **options)
 

@@ -150,3 +150,28 @@ def test_db_upgrade_on_a_fresh_database(monkeypatch, tmp_path, capsys):
     } <= tables
     # idempotent
     assert main(["db", "upgrade"]) == 0
+
+
+def test_a_worker_freezes_what_building_its_app_made(tmp_path):
+    """A worker's startup objects are out of the cyclic collector's reach (a fresh
+    process: freezing is for the whole of one)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import gc\n"
+        "from registry.cli.server_commands import worker_app\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "worker_app()\n"
+        "print(gc.get_freeze_count())\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "PROMETHEUS_"))
+    }
+    env["REGISTRY_DATA_DIR"] = str(tmp_path / "data")
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) > 50_000  # modules, classes, the app
