@@ -166,9 +166,7 @@ def test_a_worker_freezes_what_building_its_app_made(tmp_path):
         "worker_app()\n"
         "print(gc.get_freeze_count())\n"
     )
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "PROMETHEUS_"))
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "PROMETHEUS_"))}
     env["REGISTRY_DATA_DIR"] = str(tmp_path / "data")
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
