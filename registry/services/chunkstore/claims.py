@@ -42,23 +42,27 @@ class ChunkClaims:
 
         ``take_over``: claims whose holder's lease went stale (a crashed push) give way.
         """
-        won: set[str] = set()
         with self.ctx.transaction() as session:
-            for batch in in_chunks(sorted(hashes)):
-                if take_over:
-                    cutoff = datetime.now(UTC) - timedelta(seconds=self.ctx.settings.lease_timeout)
-                    stale = select(UploadLease.id).where(UploadLease.heartbeat_at < cutoff)
-                    session.execute(
-                        delete(ChunkClaim).where(
-                            ChunkClaim.hash.in_(batch), ChunkClaim.lease_id.in_(stale)
-                        )
+            return self.claim_in(session, hashes, take_over=take_over)
+
+    def claim_in(self, session: Session, hashes: Collection[str], *, take_over: bool) -> set[str]:
+        """``claim`` in the caller's transaction (which may go on to look at the index)."""
+        won: set[str] = set()
+        for batch in in_chunks(sorted(hashes)):
+            if take_over:
+                cutoff = datetime.now(UTC) - timedelta(seconds=self.ctx.settings.lease_timeout)
+                stale = select(UploadLease.id).where(UploadLease.heartbeat_at < cutoff)
+                session.execute(
+                    delete(ChunkClaim).where(
+                        ChunkClaim.hash.in_(batch), ChunkClaim.lease_id.in_(stale)
                     )
-                won |= insert_ignore_returning(
-                    session,
-                    ChunkClaim.__table__,
-                    [{"hash": h, "lease_id": self.lease.id, "wanted": False} for h in batch],
-                    ChunkClaim.__table__.c.hash,
                 )
+            won |= insert_ignore_returning(
+                session,
+                ChunkClaim.__table__,
+                [{"hash": h, "lease_id": self.lease.id, "wanted": False} for h in batch],
+                ChunkClaim.__table__.c.hash,
+            )
         return won
 
     def drop(self, hashes: Collection[str]) -> None:
@@ -89,8 +93,11 @@ class ChunkClaims:
     def any_wanted(self) -> bool:
         """Whether another push waits for a chunk this push claimed."""
         with self.ctx.sessions() as session:
-            return bool(
-                session.scalar(
-                    select(exists().where(ChunkClaim.lease_id == self.lease.id, ChunkClaim.wanted))
-                )
+            return self.any_wanted_in(session)
+
+    def any_wanted_in(self, session: Session) -> bool:
+        return bool(
+            session.scalar(
+                select(exists().where(ChunkClaim.lease_id == self.lease.id, ChunkClaim.wanted))
             )
+        )

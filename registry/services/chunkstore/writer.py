@@ -94,16 +94,19 @@ class PackSession:
         data = {h: d for h, d in chunks if h not in written}
         found = self.lookup(set(data))
         unknown = [h for h in data if h not in found]
+        wanted: bool | None = None  # whether another push waits for one of our claims
         if unknown:
-            won = self._claims.claim(unknown, take_over=False)
-            found.update(self._settle(won))
+            won, published, wanted = self._claim(unknown, take_over=False)
+            found.update(published)
             for digest in unknown:  # in file order: consecutive chunks make one segment
                 if digest in won and digest not in found:
                     self._packs.append(digest, data[digest])
             lost = {h: data[h] for h in unknown if h not in won}
             if lost:
                 found.update(self._await(lost))
-        if self._packs.has_open_chunks and self._claims.any_wanted():
+        if self._packs.has_open_chunks and (
+            wanted if wanted is not None else self._claims.any_wanted()
+        ):
             self._packs.seal()  # another push waits for a chunk in the open pack
         return [written.get(digest) or found[digest] for digest, _ in chunks]
 
@@ -115,17 +118,13 @@ class PackSession:
         """
         if not hashes:
             return {}
-        found: dict[str, ChunkRef] = {}
-        wanted = sorted(hashes)
         with self.ctx.sessions() as session:
-            for batch in in_chunks(wanted):
-                rows = session.execute(
-                    select(Chunk.hash, Chunk.idx, Chunk.offset, Chunk.length, Pack.name)
-                    .join(Pack, Pack.id == Chunk.pack_id)
-                    .where(Chunk.hash.in_(batch), Pack.retired_at.is_(None), undamaged_copy())
-                )
-                for r in rows:
-                    found[r.hash] = ChunkRef(r.name, r.idx, r.offset, r.length)
+            found = _indexed(session, hashes)
+        return self._trusted(found)
+
+    def _trusted(self, found: dict[str, ChunkRef]) -> dict[str, ChunkRef]:
+        """Of ``found``, the chunks in packs this push wrote or has leased (leasing the
+        others first; a pack retired meanwhile drops out)."""
         trusted = self._leased | self._packs.opened
         unleased = {ref.pack for ref in found.values()} - trusted
         if unleased:
@@ -149,14 +148,22 @@ class PackSession:
                 )
         self._leased |= alive
 
-    def _settle(self, won: set[str]) -> dict[str, ChunkRef]:
-        """Chunks of ``won`` published between the lookup and the claim (their claims are
-        dropped, and the published copy is used)."""
-        published = self.lookup(won)
+    def _claim(
+        self, hashes: list[str], *, take_over: bool
+    ) -> tuple[set[str], dict[str, ChunkRef], bool]:
+        """(claims won, chunks published since the lookup, whether a push waits for one
+        of this push's claims), in one transaction: the index is looked at after the
+        claims, so a chunk published between the lookup and the claim is found (its claim
+        is dropped and the published copy used)."""
+        with self.ctx.transaction() as session:
+            won = self._claims.claim_in(session, hashes, take_over=take_over)
+            published = _indexed(session, won) if won else {}
+            wanted = self._claims.any_wanted_in(session)
+        published = self._trusted(published)
         if published:
             self._claims.drop(published)
             won -= published.keys()
-        return published
+        return won, published, wanted
 
     def _await(self, lost: dict[str, bytes | memoryview]) -> dict[str, ChunkRef]:
         """References for chunks other pushes claimed: their copies once published, or
@@ -178,8 +185,8 @@ class PackSession:
                 del lost[digest]
             if not lost:
                 break
-            won = self._claims.claim(list(lost), take_over=True)
-            refs.update(self._settle(won))
+            won, published, _ = self._claim(list(lost), take_over=True)
+            refs.update(published)
             if time.monotonic() > deadline:
                 log.warning(
                     "waited %gs for %d chunks claimed by other pushes: storing them again",
@@ -254,3 +261,18 @@ class PackSession:
         except Exception:  # they go with the lease (cascade), or expire with its heartbeat
             log.warning("could not drop the chunk claims of a rejected push", exc_info=True)
         self._whole.discard()
+
+
+def _indexed(session: Session, hashes: set[str]) -> dict[str, ChunkRef]:
+    """Where the index has each of ``hashes``: in a live pack, on a copy not recorded as
+    damaged (not yet leased: ``PackSession._trusted``)."""
+    found: dict[str, ChunkRef] = {}
+    for batch in in_chunks(sorted(hashes)):
+        rows = session.execute(
+            select(Chunk.hash, Chunk.idx, Chunk.offset, Chunk.length, Pack.name)
+            .join(Pack, Pack.id == Chunk.pack_id)
+            .where(Chunk.hash.in_(batch), Pack.retired_at.is_(None), undamaged_copy())
+        )
+        for r in rows:
+            found[r.hash] = ChunkRef(r.name, r.idx, r.offset, r.length)
+    return found

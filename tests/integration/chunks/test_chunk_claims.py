@@ -132,3 +132,28 @@ def test_a_stale_holders_claim_is_taken_over(registry_ctx, pushes):
         assert s.scalar(select(ChunkClaim.lease_id).where(ChunkClaim.hash == NAME)) is None
         assert s.scalar(select(Chunk.offset).where(Chunk.hash == NAME)) == ref.offset
     crashed.packs.discard()  # what a crashed push leaves, GC's orphan pass takes
+
+
+def test_a_chunk_published_between_the_lookup_and_the_claim_is_used_not_written(
+    registry_ctx, pushes
+):
+    """B looks the chunk up (absent), A publishes it, then B claims it: B's claim and its
+    look at the index share one transaction, so B uses A's copy, writes nothing and
+    keeps no claim."""
+    a, b = pushes(), pushes()
+    real_lookup = b.packs.lookup
+
+    def lookup_then_a_publishes(hashes: set[str]) -> dict[str, ChunkRef]:
+        found = real_lookup(hashes)
+        a.packs.place([(NAME, DATA)])
+        a.packs.finish()
+        return found
+
+    b.packs.lookup = lookup_then_a_publishes  # type: ignore[method-assign]
+    [ref] = b.packs.place([(NAME, DATA)])
+    b.packs.finish()
+    assert ref.pack in a.packs._packs.opened
+    assert b.packs.chunks_written == 0
+    with registry_ctx.sessions() as s:
+        assert s.scalars(select(ChunkClaim).where(ChunkClaim.lease_id == b.lease.id)).all() == []
+        assert len(s.scalars(select(Chunk).where(Chunk.hash == NAME)).all()) == 1
