@@ -14,8 +14,10 @@ from registry.services.chunkstore.writer import PackSession
 MiB = 1024 * 1024
 LOOKUP_BATCH_BYTES = 16 * MiB
 """Chunk bytes per ``PackSession.place``: one index lookup (and one claim) per batch."""
-HANDOFF_BYTES = MiB  # per piece handed to the chunking thread (the GIL is shared below this)
-PIECES_IN_FLIGHT = 4
+HANDOFF_BYTES = 4 * MiB
+"""Per hand-off to the chunking thread: one wake-up of each thread (the ``Chunker`` still
+joins 1 MiB at a time)."""
+PIECES_IN_FLIGHT = 2
 
 
 class FileWriter:
