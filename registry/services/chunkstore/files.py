@@ -8,7 +8,7 @@ import zlib
 from concurrent.futures import Future
 
 from registry.chunking import Chunker, chunk_hash
-from registry.services.chunkstore.layout import ChunkRef, FileLayout, segments_of
+from registry.services.chunkstore.layout import FileLayout, Segments
 from registry.services.chunkstore.writer import PackSession
 
 MiB = 1024 * 1024
@@ -42,7 +42,7 @@ class FileWriter:
         self._inflight: collections.deque[Future[None]] = collections.deque()
         self._batch: list[tuple[str, memoryview]] = []
         self._batch_bytes = 0
-        self._refs: list[ChunkRef] = []
+        self._segments = Segments()  # of the chunks placed so far, in file order
         self._new_chunk_bytes = 0
 
     def write(self, data: bytes) -> None:
@@ -89,7 +89,8 @@ class FileWriter:
     def _flush(self) -> None:
         if self._batch:
             before = self._session.chunk_bytes_written
-            self._refs.extend(self._session.place(self._batch))
+            for ref in self._session.place(self._batch):
+                self._segments.add(ref)
             self._new_chunk_bytes += self._session.chunk_bytes_written - before
             self._batch, self._batch_bytes = [], 0
 
@@ -114,4 +115,4 @@ class FileWriter:
         self._inflight.append(self._session.worker().submit(self._finish_cutting))
         while self._inflight:
             self._inflight.popleft().result()
-        return FileLayout(sha256, self.size, crc, segments_of(self._refs), self._new_chunk_bytes)
+        return FileLayout(sha256, self.size, crc, self._segments.result(), self._new_chunk_bytes)

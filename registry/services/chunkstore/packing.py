@@ -60,7 +60,8 @@ class PackAppender:
         self.bytes = 0  # chunk bytes appended
         self.count = 0  # chunks appended
         self._committer: ThreadPoolExecutor | None = None
-        self._commits: list[tuple[Future[None], SealedPack]] = []
+        # (commit, pack name): a sealed pack's chunk list goes once it is published
+        self._commits: list[tuple[Future[None], str]] = []
 
     @property
     def has_open_chunks(self) -> bool:
@@ -95,7 +96,8 @@ class PackAppender:
         sealed = SealedPack(
             pack.writer.name, pack.writer.size, b"".join(pack.table), tuple(pack.chunks)
         )
-        self._commits.append((self._committer.submit(self._commit, pack.writer, sealed), sealed))
+        commit = self._committer.submit(self._commit, pack.writer, sealed)
+        self._commits.append((commit, sealed.name))
 
     def _commit(self, writer: PackWriter, sealed: SealedPack) -> None:
         writer.commit()
@@ -138,10 +140,10 @@ class PackAppender:
         """Every sealed pack committed and published; the first failure raises."""
         commits, self._commits = self._commits, []
         failure: BaseException | None = None
-        for future, sealed in commits:
+        for future, name in commits:
             try:
                 future.result()
-                self._published.append(sealed.name)
+                self._published.append(name)
             except BaseException as exc:  # the writer aborted itself; nothing to publish
                 failure = failure or exc
         if self._committer is not None:
