@@ -134,23 +134,23 @@ class TestFilesystemBlobStore(BlobStoreConformance):
 def test_a_pack_being_written_is_handed_to_the_disk_as_it_grows(tmp_path, monkeypatch):
     """Writeback starts every WRITEBACK_BYTES, over consecutive ranges, so the commit's
     fsync waits for the tail only; the pack reads back whole."""
-    from registry.blobstore import filesystem
+    from registry.blobstore import packfile
 
     probe = os.open(tmp_path / "probe", os.O_CREAT | os.O_RDWR)
     try:
-        assert filesystem.start_writeback(probe, 0, 0)  # Linux: the call exists and works
+        assert packfile.start_writeback(probe, 0, 0)  # Linux: the call exists and works
     finally:
         os.close(probe)
     asked: list[tuple[int, int]] = []
-    real = filesystem.start_writeback
+    real = packfile.start_writeback
 
     def recording(fd: int, offset: int, length: int) -> bool:
         asked.append((offset, length))
         return real(fd, offset, length)
 
-    monkeypatch.setattr(filesystem, "start_writeback", recording)
-    monkeypatch.setattr(filesystem, "WRITEBACK_BYTES", 1 << 20)
-    monkeypatch.setattr(filesystem, "GATHER_BYTES", 512 * 1024)
+    monkeypatch.setattr(packfile, "start_writeback", recording)
+    monkeypatch.setattr(packfile, "WRITEBACK_BYTES", 1 << 20)
+    monkeypatch.setattr(packfile, "GATHER_BYTES", 512 * 1024)
     store = FilesystemBlobStore(tmp_path / "store")
     writer = store.new_pack("ab" * 16)
     data = os.urandom(300 * 1024)
@@ -168,7 +168,7 @@ def test_a_pack_being_written_is_handed_to_the_disk_as_it_grows(tmp_path, monkey
 def test_short_gathered_writes_resume_where_they_stopped(tmp_path, monkeypatch):
     """``writev`` may write less than asked (and stop inside a piece): the rest follows,
     in order, and the pack reads back exactly."""
-    from registry.blobstore import filesystem
+    from registry.blobstore import packfile
 
     real = os.writev
     calls: list[int] = []
@@ -179,8 +179,8 @@ def test_short_gathered_writes_resume_where_they_stopped(tmp_path, monkeypatch):
         joined = b"".join(bytes(b) for b in buffers)
         return real(fd, [joined[: max(1, len(joined) // 3 + 7)]])
 
-    monkeypatch.setattr(filesystem.os, "writev", short)
-    monkeypatch.setattr(filesystem, "GATHER_BYTES", 64 * 1024)
+    monkeypatch.setattr(packfile.os, "writev", short)
+    monkeypatch.setattr(packfile, "GATHER_BYTES", 64 * 1024)
     store = FilesystemBlobStore(tmp_path / "store")
     writer = store.new_pack("cd" * 16)
     pieces = [os.urandom(n) for n in (1, 5000, 70_000, 3, 130_000, 999)]
@@ -194,19 +194,19 @@ def test_short_gathered_writes_resume_where_they_stopped(tmp_path, monkeypatch):
 def test_a_pack_leaves_the_page_cache_behind_its_end_once_on_disk(tmp_path, monkeypatch):
     """Ranges ``DROP_BEHIND_BYTES`` behind the end are dropped in order, each once, never
     the part still being written; the pack reads back whole."""
-    from registry.blobstore import filesystem
+    from registry.blobstore import packfile
 
     dropped: list[tuple[int, int]] = []
-    real = filesystem.drop_written
+    real = packfile.drop_written
 
     def recording(fd: int, offset: int, length: int) -> bool:
         dropped.append((offset, length))
         return real(fd, offset, length)
 
-    monkeypatch.setattr(filesystem, "drop_written", recording)
-    monkeypatch.setattr(filesystem, "GATHER_BYTES", 256 * 1024)
-    monkeypatch.setattr(filesystem, "WRITEBACK_BYTES", 512 * 1024)
-    monkeypatch.setattr(filesystem, "DROP_BEHIND_BYTES", 1 << 20)
+    monkeypatch.setattr(packfile, "drop_written", recording)
+    monkeypatch.setattr(packfile, "GATHER_BYTES", 256 * 1024)
+    monkeypatch.setattr(packfile, "WRITEBACK_BYTES", 512 * 1024)
+    monkeypatch.setattr(packfile, "DROP_BEHIND_BYTES", 1 << 20)
     store = FilesystemBlobStore(tmp_path / "store")
     writer = store.new_pack("ef" * 16)
     data = os.urandom(100 * 1024)
