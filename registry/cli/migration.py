@@ -18,7 +18,10 @@ class DatabaseUnusable(Exception):
 
 
 def database_cause(exc: BaseException) -> str | None:
-    """The first line of what the driver said, if ``exc`` is SQLAlchemy's; else None."""
+    """The first line of what the driver said, if ``exc`` is SQLAlchemy's (or came back
+    from the migrating child as ``DatabaseUnusable``); else None."""
+    if isinstance(exc, DatabaseUnusable):
+        return str(exc)
     if "sqlalchemy" not in sys.modules:
         return None
     from sqlalchemy.exc import SQLAlchemyError

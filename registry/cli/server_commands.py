@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 from registry.cli.allocator import keep_freed_memory
 from registry.cli.migration import (
-    DatabaseUnusable,
     cmd_db_upgrade,
     database_cause,
     migrate_in_child,
@@ -271,9 +270,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     err(banner(args, settings))
     try:
         _serve(args, settings)
-    except DatabaseUnusable as exc:
-        return fail(f"cannot open database {redact_url(settings.database_url)}: {exc}")
-    except Exception as exc:  # opening the registry in this process, before serving
+    except Exception as exc:  # migrating, or opening the registry, before serving
         cause = database_cause(exc)
         if cause is None:
             raise

@@ -5,7 +5,7 @@ hash, so exactly one push wins each claim (docs/chunk-store.md, "Each chunk
 once"). A claim ends when its chunk's row is published (``drop_in``, in that
 transaction), when its push fails (``drop_all``), or with its lease (foreign
 key, on delete cascade); a claim whose lease went stale gives way
-(``claim(..., take_over=True)``).
+(``claim_in(..., take_over=True)``).
 """
 
 from __future__ import annotations
@@ -37,16 +37,12 @@ class ChunkClaims:
         self.ctx = ctx
         self.lease = lease
 
-    def claim(self, hashes: Collection[str], *, take_over: bool) -> set[str]:
-        """The chunks among ``hashes`` this push now holds the claim of.
+    def claim_in(self, session: Session, hashes: Collection[str], *, take_over: bool) -> set[str]:
+        """The chunks among ``hashes`` this push now holds the claim of, in the caller's
+        transaction (which may go on to look at the index).
 
         ``take_over``: claims whose holder's lease went stale (a crashed push) give way.
         """
-        with self.ctx.transaction() as session:
-            return self.claim_in(session, hashes, take_over=take_over)
-
-    def claim_in(self, session: Session, hashes: Collection[str], *, take_over: bool) -> set[str]:
-        """``claim`` in the caller's transaction (which may go on to look at the index)."""
         won: set[str] = set()
         for batch in in_chunks(sorted(hashes)):
             if take_over:
