@@ -188,6 +188,10 @@ class BlobStore(abc.ABC):
     """Content-addressed, immutable blob storage (see the module docstring)."""
 
     chunk_size: int = CHUNK
+    parallel_pack_reads: bool = False
+    """``read_pack`` is a local read, cheap to call once per MiB from several threads at
+    once (verified reads then read and hash groups in parallel); False: read packs as
+    one ``iter_pack_ranges`` stream, which a remote store reads ahead."""
 
     # -- writing ---------------------------------------------------------------
 
