@@ -6,10 +6,10 @@ writing (``zipwrite``, byte-deterministic), with ``zipformat`` the zip records b
 share; the files inside a carton: ``config`` (carton.toml), ``manifest``, ``links``,
 ``tensor_data``; ``inspect`` (validate and describe a local file); ``errors``.
 
-Imports nothing else of ``registry`` (only the standard library, numpy, tomli_w and
-backports.zstd): it is the bottom of the tree. So the stdlib-only helpers that every
-layer shares live here too, and the blob store, services, HTTP layer and client import
-them from here: ``streams`` (chunk size, full reads, hashing, counting readers),
+Imports nothing else of ``registry`` (only the standard library, numpy, tomli_w,
+backports.zstd and isal, for CRC-32): it is the bottom of the tree. So the helpers that
+every layer shares live here too, and the blob store, services, HTTP layer and client
+import them from here: ``streams`` (chunk size, full reads, hashing, counting readers),
 ``digests`` (the sha256 rule) and ``paths`` (member names and the member-path rule).
 Every reader distrusts its input and streams, so multi-GB members use constant memory.
 """

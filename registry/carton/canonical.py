@@ -12,11 +12,11 @@ version differs cannot reproduce the registry's bytes and must not claim to.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 
 from .manifest import Manifest
 from .paths import CARTON_TOML, MANIFEST_NAME
+from .streams import crc32
 from .zipwrite import StoredZipLayout, ZipEntry
 
 FULL_LAYOUT_VERSION = "1"  # bump when the full form's bytes change for the same manifest
@@ -46,6 +46,6 @@ def full_layout(
     entries = []
     if CARTON_TOML in files and any(e.path == CARTON_TOML for e in manifest):
         entries.append(ZipEntry(CARTON_TOML, *files[CARTON_TOML]))
-    entries.append(ZipEntry(MANIFEST_NAME, len(raw), zlib.crc32(raw), _bytes_reader(raw)))
+    entries.append(ZipEntry(MANIFEST_NAME, len(raw), crc32(raw), _bytes_reader(raw)))
     entries += [ZipEntry(e.path, *files[e.path]) for e in manifest if e.path != CARTON_TOML]
     return StoredZipLayout(entries)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from .errors import CartonFormatError
-from .streams import CHUNK, KiB, ReadStream
+from .streams import CHUNK, KiB, ReadStream, crc32
 from .zipformat import DEFLATED, STORED, ZSTD
 from .zstdmember import ZstdMemberDecoder
 
@@ -131,7 +131,7 @@ class MemberReader(ReadStream):
                 self._produced += len(data)
                 if self._produced > self.member.size:
                     raise self._fail(f"inflates past its declared size of {self.member.size} bytes")
-                self._crc = zlib.crc32(data, self._crc)
+                self._crc = crc32(data, self._crc)
                 return data
 
     def _finish(self) -> bytes:

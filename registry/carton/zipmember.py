@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .errors import CartonFormatError, CartonLimitExceeded
 from .paths import LINKS_NAME, MANIFEST_NAME
-from .streams import MiB, Readable, ReadStream
+from .streams import MiB, Readable, ReadStream, crc32
 from .zipchecks import MAX_SYMLINK_BYTES
 from .zipformat import DEFLATED, LOCAL_MAGIC, STORED, ZSTD
 from .zstdmember import ZstdMemberDecoder
@@ -305,7 +305,7 @@ class MemberStream:
     def _account(self, data: bytes) -> None:
         e = self.entry
         e.size += len(data)
-        e.crc32 = zlib.crc32(data, e.crc32)
+        e.crc32 = crc32(data, e.crc32)
         if e.declared_size is not None and e.size > e.declared_size:
             raise self._fail(f"inflates past its declared size of {e.declared_size} bytes")
         self._account_to(e, len(data))

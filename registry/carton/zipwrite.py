@@ -19,7 +19,7 @@ from typing import BinaryIO
 from backports.zstd import CompressionParameter, ZstdCompressor
 
 from .errors import CartonFormatError
-from .streams import CHUNK, ByteStream, read_full
+from .streams import CHUNK, ByteStream, crc32, read_full
 from .zipformat import DEFLATED, LOCAL_HEADER, LOCAL_MAGIC, STORED, ZSTD
 
 DEFLATE_LEVEL = 6
@@ -320,7 +320,7 @@ def write_zip(
                 chunk = read_full(f, chunk_size)
                 if not chunk:
                     break
-                crc = zlib.crc32(chunk, crc)
+                crc = crc32(chunk, crc)
                 size += len(chunk)
                 data = chunk if method == STORED else comp(chunk)
                 csize += len(data)

@@ -11,7 +11,6 @@ import hashlib
 import io
 import os
 import tempfile
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
@@ -22,7 +21,7 @@ import httpx
 from registry.carton.canonical import ReadRange, full_layout
 from registry.carton.digests import mismatch_message
 from registry.carton.errors import CartonFormatError
-from registry.carton.streams import CHUNK, ByteStream
+from registry.carton.streams import CHUNK, ByteStream, crc32
 from registry.carton.zipread import CartonArchive
 from registry.client.blobfetch import iter_blob
 from registry.client.cache import ChunkCache
@@ -108,7 +107,7 @@ def _file_crc32(path: Path) -> int:
     crc = 0
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(CHUNK), b""):
-            crc = zlib.crc32(chunk, crc)
+            crc = crc32(chunk, crc)
     return crc
 
 

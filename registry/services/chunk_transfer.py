@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import zlib
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from itertools import accumulate
@@ -28,7 +27,7 @@ from typing import Any
 from sqlalchemy import select
 
 from registry.carton.digests import is_sha256
-from registry.carton.streams import MiB, Readable
+from registry.carton.streams import MiB, Readable, crc32
 from registry.chunking import chunk_hash
 from registry.db.queries import in_chunks
 from registry.db.tables import Chunk, Pack
@@ -260,7 +259,7 @@ def assemble_blob(
         h, crc = hashlib.sha256(), 0
         for data in iter_file(ctx.blobs, stored_from_layout(FileLayout(sha256, size, 0, segments))):
             h.update(data)
-            crc = zlib.crc32(data, crc)
+            crc = crc32(data, crc)
         if h.hexdigest() != sha256:
             raise ReassemblyMismatch(f"the chunks named do not reassemble to sha256 {sha256}")
         layout = FileLayout(sha256, size, crc, segments)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -37,7 +36,7 @@ from registry.carton.canonical import full_etag, full_layout
 from registry.carton.links import write_links
 from registry.carton.manifest import parse_manifest
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
-from registry.carton.streams import KiB
+from registry.carton.streams import KiB, crc32
 from registry.carton.zipwrite import StoredZipLayout, ZipEntry
 from registry.db.tables import Carton, CartonFile
 from registry.errors import (
@@ -221,9 +220,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
     if toml_entry is not None:
         entries.append(toml_entry)
     entries.append(
-        ZipEntry(
-            MANIFEST_NAME, len(raw_manifest), zlib.crc32(raw_manifest), _bytes_reader(raw_manifest)
-        )
+        ZipEntry(MANIFEST_NAME, len(raw_manifest), crc32(raw_manifest), _bytes_reader(raw_manifest))
     )
     expires = link_expiry(ctx.settings) if private and linked else None
     if linked:
@@ -236,7 +233,7 @@ def build_carton(ctx: RegistryContext, manifest_sha256: str, form: str = "slim")
         else:
             urls = {sha: [f"{base}/blobs/{sha}"] for sha in linked}
         links = write_links(urls)
-        entries.append(ZipEntry(LINKS_NAME, len(links), zlib.crc32(links), _bytes_reader(links)))
+        entries.append(ZipEntry(LINKS_NAME, len(links), crc32(links), _bytes_reader(links)))
     entries.extend(files)
 
     if form == "full":  # the one byte form every writer of a full carton shares

@@ -97,7 +97,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
 # Third-party distributions a package's docstring names as all it may use (besides the
 # standard library); packages not listed here are not restricted.
 MAY_USE: dict[str, set[str]] = {
-    "registry.carton": {"numpy", "tomli_w", "backports"},
+    "registry.carton": {"numpy", "tomli_w", "backports", "isal"},
     "registry.triton": {"numpy", "msgspec"},
     "registry.client": {"httpx"},
     "registry.chunking": {"blake3", "pyfastcdc"},

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import zlib
 from concurrent.futures import Future
 
+from registry.carton.streams import crc32
 from registry.chunking import Chunker, chunk_hash
 from registry.services.chunkstore.layout import FileLayout, Segments
 from registry.services.chunkstore.writer import PackSession
@@ -50,7 +50,7 @@ class FileWriter:
             return
         self._sha.update(data)
         if self._crc is not None:
-            self._crc = zlib.crc32(data, self._crc)
+            self._crc = crc32(data, self._crc)
         self.size += len(data)
         if self._small is not None:
             self._small.append(bytes(data))

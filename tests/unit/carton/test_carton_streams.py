@@ -6,7 +6,10 @@ import hashlib
 import io
 import zlib
 
-from registry.carton.streams import ChecksumReader, IteratorReader, hash_stream, read_full
+from hypothesis import given
+from hypothesis import strategies as st
+
+from registry.carton.streams import ChecksumReader, IteratorReader, crc32, hash_stream, read_full
 
 
 class Dribble(io.RawIOBase):
@@ -59,3 +62,18 @@ def test_iterator_reader_joins_the_chunks_into_one_stream() -> None:
     assert read_full(reader, 3) == b"bcd"
     assert reader.read() == b"efg"
     assert reader.read(1) == b""
+
+
+@given(st.lists(st.binary(max_size=9000), max_size=6), st.integers(0, 2**32 - 1))
+def test_crc32_is_zip_crc32_over_any_split_and_start(pieces: list[bytes], start: int) -> None:
+    """ISA-L's CRC-32 must be the zip format's (zlib's): a different polynomial or a
+    different way of carrying the running value would make every CRC we write wrong."""
+    ours, theirs = start, start
+    for piece in pieces:
+        ours, theirs = crc32(memoryview(piece), ours), zlib.crc32(piece, theirs)
+    assert ours == theirs
+
+
+def test_crc32_of_a_large_buffer_and_of_nothing() -> None:
+    data = bytes(range(256)) * 40_000  # 10 MB: the library's wide path
+    assert crc32(data) == zlib.crc32(data) and crc32(b"") == 0 == zlib.crc32(b"")
