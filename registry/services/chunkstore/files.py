@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from registry.carton.streams import crc32
 from registry.chunking import Chunker, chunk_hash
@@ -18,15 +18,25 @@ HANDOFF_BYTES = 4 * MiB
 """Per hand-off to the chunking thread: one wake-up of each thread (the ``Chunker`` still
 joins 1 MiB at a time)."""
 PIECES_IN_FLIGHT = 2
+NAMING_THREADS = 2
+"""Threads (per process) that name chunks (BLAKE3) while the chunking thread cuts the
+next ones: naming was a third of that thread's work, the longest of a push's threads."""
+
+_NAMERS = ThreadPoolExecutor(NAMING_THREADS, thread_name_prefix="chunk-names")
+
+
+def _names(chunks: list[memoryview]) -> list[str]:
+    return [chunk_hash(chunk) for chunk in chunks]
 
 
 class FileWriter:
     """One file's bytes in, a ``FileLayout`` out (module doc).
 
     The caller's thread hashes (sha256, and CRC-32 unless the caller knows it);
-    cutting, naming and placing chunks runs on the session's worker thread, fed
-    pieces of about ``HANDOFF_BYTES``: pyfastcdc, BLAKE3 and hashlib release the
-    GIL, so a push keeps two cores busy.
+    cutting and placing chunks runs on the session's worker thread, fed pieces of
+    about ``HANDOFF_BYTES``, and naming them on a naming thread, a MiB of chunks at a
+    time while the next are cut: pyfastcdc, BLAKE3 and hashlib release the GIL, so a
+    push keeps two cores busy.
     """
 
     def __init__(self, session: PackSession, *, crc: bool = True) -> None:
@@ -40,7 +50,7 @@ class FileWriter:
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._inflight: collections.deque[Future[None]] = collections.deque()
-        self._batch: list[tuple[str, memoryview]] = []
+        self._naming: list[tuple[list[memoryview], Future[list[str]]]] = []
         self._batch_bytes = 0
         self._segments = Segments()  # of the chunks placed so far, in file order
         self._new_chunk_bytes = 0
@@ -80,19 +90,24 @@ class FileWriter:
             self._take(chunker.feed(piece))
 
     def _take(self, chunks: list[memoryview]) -> None:
-        for chunk in chunks:
-            self._batch.append((chunk_hash(chunk), chunk))
-            self._batch_bytes += len(chunk)
+        if chunks:
+            self._naming.append((chunks, _NAMERS.submit(_names, chunks)))
+            self._batch_bytes += sum(map(len, chunks))
         if self._batch_bytes >= LOOKUP_BATCH_BYTES:
             self._flush()
 
     def _flush(self) -> None:
-        if self._batch:
+        if self._naming:
+            batch = [
+                (name, chunk)
+                for chunks, names in self._naming
+                for name, chunk in zip(names.result(), chunks, strict=True)
+            ]
+            self._naming, self._batch_bytes = [], 0
             before = self._session.chunk_bytes_written
-            for ref in self._session.place(self._batch):
+            for ref in self._session.place(batch):
                 self._segments.add(ref)
             self._new_chunk_bytes += self._session.chunk_bytes_written - before
-            self._batch, self._batch_bytes = [], 0
 
     def _finish_cutting(self) -> None:
         assert self._chunker is not None
