@@ -28,7 +28,7 @@ def pieces(data: bytes, sizes: list[int]) -> list[bytes]:
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     data=st.binary(min_size=0, max_size=60_000),
     sizes=st.lists(st.integers(min_value=1, max_value=9_000), min_size=1, max_size=8),
@@ -41,6 +41,15 @@ def test_pieces_cut_like_the_whole(data: bytes, sizes: list[int]) -> None:
     got.extend(chunker.finish())
     assert got == whole_cut(SMALL, data)
     assert b"".join(got) == data
+
+
+def test_a_batch_ending_on_a_max_size_chunk_keeps_it() -> None:
+    """Zeros have no cut point: FastCDC cuts them at ``max_size``, even where the input
+    ends, so a batch of exactly that many bytes is a final chunk, not one to cut again."""
+    chunker = Chunker(SMALL, batch=1)
+    assert [len(c) for c in chunker.feed(bytes(2 * SMALL.max_size))] == [SMALL.max_size] * 2
+    assert [len(c) for c in chunker.feed(bytes(SMALL.max_size - 1))] == []
+    assert [len(c) for c in chunker.finish()] == [SMALL.max_size - 1]
 
 
 def test_default_params_on_megabytes_in_odd_pieces() -> None:
