@@ -78,7 +78,8 @@ class Chunker:
     most once here, never per chunk (a fresh ``bytes`` per chunk cost more than the
     cutting: each 80 KiB allocation faults its pages in anew). A chunk's view keeps its
     whole join alive, so joins stay small (``batch``, 1 MiB: a push's peak memory grew
-    by 30 MiB with 4 MiB joins; the tail FastCDC cuts again per join is 1/4 of it).
+    by 30 MiB with 4 MiB joins); the chunk carried into the next join, cut and copied
+    again, is about a twelfth of it.
     """
 
     def __init__(self, params: ChunkParams, *, batch: int = MiB) -> None:
