@@ -178,3 +178,16 @@ def test_postgres_without_pg_trgm_rights_still_migrates(scratch_postgres_url: st
             conn.execute(text(f'DROP OWNED BY "{role}"'))
             conn.execute(text(f'DROP ROLE "{role}"'))
         admin.dispose()
+
+
+def test_sqlite_connections_cap_their_page_cache(tmp_path) -> None:
+    """Every pooled connection keeps at most SQLITE_CACHE_KIB of pages: a worker pools
+    dozens, and in WAL mode a busy server's caches are dropped at each write anyway."""
+    from registry.db.engine import SQLITE_CACHE_KIB, make_engine
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'cache.db'}")
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -SQLITE_CACHE_KIB
+    finally:
+        engine.dispose()
