@@ -258,3 +258,29 @@ def test_a_push_healing_damaged_chunks_writes_each_once(
         assert s.scalar(select(func.count()).select_from(DamagedChunk)) == 0
     assert read_back(ctx, first.sha256) == block + b"a"
     assert read_back(ctx, layouts[1].sha256) == block + b"b"
+
+
+def test_the_pack_table_cache_stays_small_once_full(ctx: RegistryContext) -> None:
+    """Reading many packs keeps TABLES_CACHED parsed tables, a few MiB: a worker that
+    served a large pull (or many) must not hold every pack's table it read (issue 27)."""
+    import tracemalloc
+
+    from registry.services.chunkstore import verified
+
+    entries = 1000  # a 64 MiB pack's, chunks averaging 64 KiB
+    names = [f"{i:032x}" for i in range(2 * verified.TABLES_CACHED)]
+    length = (65_536).to_bytes(4, "big")  # a table entry: BLAKE3 digest, chunk length
+    with ctx.transaction() as session:
+        for name in names:
+            table = b"".join(os.urandom(32) + length for _ in range(entries))
+            session.add(Pack(name=name, size=entries << 16, chunk_count=entries, chunk_table=table))
+    cache = verified._Tables()
+    tracemalloc.start()
+    try:
+        for at in range(0, len(names), 10):  # as reads come, a file's few packs at a time
+            cache.get(ctx, names[at : at + 10])
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(cache._tables) == verified.TABLES_CACHED
+    assert held < 16 * MiB, f"{held / MiB:.0f} MiB held"
