@@ -100,7 +100,7 @@ def main() -> None:
         REGISTRY_MIGRATE_ON_START="false",
     )
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the access log goes here
-    from registry.cli.server_commands import configure_logging
+    from registry.worker import configure_logging
 
     configure_logging()
     import uvloop

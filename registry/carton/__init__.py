@@ -35,7 +35,7 @@ _EXPORTS = {
     "ManifestEntry": "manifest",
     "Member": "member",
     "MemberReader": "member",
-    "NUMPY_DTYPES": "tensor_data",
+    "NUMERIC_DTYPES": "tensor_data",
     "RunnerInfo": "config",
     "SHA256_HEX": "digests",
     "SelfTest": "config",

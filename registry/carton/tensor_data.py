@@ -10,28 +10,32 @@ import math
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .errors import CartonFormatError
 from .paths import TENSOR_DIR, TENSOR_INDEX, path_problem
 
 NESTED = "nested"
 
-NUMPY_DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype("<f4"),
-    "float64": np.dtype("<f8"),
-    "int8": np.dtype("i1"),
-    "int16": np.dtype("<i2"),
-    "int32": np.dtype("<i4"),
-    "int64": np.dtype("<i8"),
-    "uint8": np.dtype("u1"),
-    "uint16": np.dtype("<u2"),
-    "uint32": np.dtype("<u4"),
-    "uint64": np.dtype("<u8"),
+if TYPE_CHECKING:
+    import numpy as np
+
+NUMERIC_DTYPES: dict[str, str] = {
+    "float32": "<f4",
+    "float64": "<f8",
+    "int8": "i1",
+    "int16": "<i2",
+    "int32": "<i4",
+    "int64": "<i8",
+    "uint8": "u1",
+    "uint16": "<u2",
+    "uint32": "<u4",
+    "uint64": "<u8",
 }
-_TENSOR_DTYPES = (*NUMPY_DTYPES, "string")
+"""Each numeric dtype's numpy type string (little-endian). Strings, not ``np.dtype``s:
+numpy (12 MiB in each server worker) is imported only where tensor values are built."""
+ITEMSIZES: dict[str, int] = {name: int(code[-1]) for name, code in NUMERIC_DTYPES.items()}
+_TENSOR_DTYPES = (*NUMERIC_DTYPES, "string")
 
 
 @dataclass(frozen=True)
@@ -158,9 +162,12 @@ def _numel(shape: Sequence[int]) -> int:
 
 def decode_numeric(raw: bytes, dtype: str, shape: Sequence[int]) -> np.ndarray:
     """A numeric tensor from its little-endian C-order bytes; size must match exactly."""
-    np_dtype = NUMPY_DTYPES.get(dtype)
-    if np_dtype is None:
+    import numpy as np
+
+    code = NUMERIC_DTYPES.get(dtype)
+    if code is None:
         raise CartonFormatError(f"{dtype!r} is not a numeric tensor dtype")
+    np_dtype = np.dtype(code)
     expected = _numel(shape) * np_dtype.itemsize
     if len(raw) != expected:
         raise CartonFormatError(
@@ -171,8 +178,8 @@ def decode_numeric(raw: bytes, dtype: str, shape: Sequence[int]) -> np.ndarray:
 
 def dtype_name(dtype: np.dtype) -> str:
     """Carton dtype name of a numpy dtype (any byte order)."""
-    for name, d in NUMPY_DTYPES.items():
-        if d.kind == dtype.kind and d.itemsize == dtype.itemsize:
+    for name, code in NUMERIC_DTYPES.items():
+        if code[-2] == dtype.kind and ITEMSIZES[name] == dtype.itemsize:
             return name
     if dtype.kind in "OUS":
         return "string"
@@ -181,8 +188,10 @@ def dtype_name(dtype: np.dtype) -> str:
 
 def encode_numeric(array: np.ndarray) -> bytes:
     """Little-endian, C-order bytes of a numeric array (the ``.bin`` format)."""
+    import numpy as np
+
     arr = np.asarray(array)
-    target = NUMPY_DTYPES[dtype_name(arr.dtype)]
+    target = np.dtype(NUMERIC_DTYPES[dtype_name(arr.dtype)])
     return np.ascontiguousarray(arr, dtype=target).tobytes(order="C")
 
 
@@ -199,6 +208,8 @@ def decode_string_tensor(raw: bytes, shape: Sequence[int]) -> np.ndarray:
         raise CartonFormatError(
             f"string tensor of shape {list(shape)} needs {_numel(shape)} strings, has {len(data)}"
         )
+    import numpy as np
+
     out = np.empty(len(data), dtype=object)
     out[:] = data
     return out.reshape(tuple(shape))
@@ -206,6 +217,8 @@ def decode_string_tensor(raw: bytes, shape: Sequence[int]) -> np.ndarray:
 
 def encode_string_tensor(values: Iterable[str] | np.ndarray) -> bytes:
     """``data = [...]`` TOML bytes (flattened C order) as the reference packer writes them."""
+    import numpy as np
+
     flat = (
         np.asarray(values, dtype=object).ravel(order="C").tolist()
         if isinstance(values, np.ndarray)

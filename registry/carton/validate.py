@@ -15,8 +15,8 @@ from .errors import CartonFormatError
 from .manifest import Manifest
 from .paths import TENSOR_INDEX, TENSOR_REF_PREFIX
 from .tensor_data import (
+    ITEMSIZES,
     NESTED,
-    NUMPY_DTYPES,
     TensorIndexEntry,
     decode_string_tensor,
 )
@@ -46,8 +46,8 @@ def tensor_problems(
         size = size_of(e.path)
         if size is None:
             continue  # linked and not fetched: nothing to check against
-        if e.dtype in NUMPY_DTYPES:
-            need = NUMPY_DTYPES[e.dtype].itemsize
+        if e.dtype in ITEMSIZES:
+            need = ITEMSIZES[e.dtype]
             for d in e.shape:
                 need *= d
             if size != need:

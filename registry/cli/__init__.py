@@ -15,8 +15,9 @@ built from their parts, and ``main``.
 It may import ``registry.client``, ``services/``, ``carton/`` (``inspect``
 reads a local file), ``settings``, ``errors``, ``humanize`` (how sizes and ages
 read, shared with the web pages) and the blob store's errors (``gc`` and
-``fsck`` report them); ``serve`` and ``db upgrade`` also reach the app factory
-(``registry.app``), the server's options (``http.server``) and the migrations
+``fsck`` report them), ``allocator`` (large downloads keep their buffers); ``serve`` and
+``db upgrade`` also reach the app factory (``registry.app``), the worker process's setup
+(``registry.worker``), the server's options (``http.server``) and the migrations
 (``db.engine``, ``db.migrate``). Nothing else of ours imports it. What only some
 commands need is imported inside them, so ``push`` on a laptop starts fast.
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from registry import client as api
+from registry.allocator import keep_freed_memory
 from registry.carton.errors import CartonFormatError
-from registry.cli.allocator import keep_freed_memory
 from registry.cli.output import (
     HelpFormatter,
     err,

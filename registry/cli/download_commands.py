@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from registry import client as api
+from registry.allocator import keep_freed_memory
 from registry.carton.errors import CartonFormatError
 from registry.carton.streams import CHUNK
-from registry.cli.allocator import keep_freed_memory
 from registry.cli.client_commands import Connect, cache_detail, cache_summary, chunk_cache
 from registry.cli.output import err, fail, human_bytes, transfer_progress
 from registry.client.files import atomic_output

@@ -5,11 +5,12 @@ imported only when the command runs, so client commands start fast.
 
 ``serve --workers N`` (default: one per core) runs N processes on one socket. The
 database is migrated once, before they start; each worker builds the app from the
-environment (``worker_app``), where ``serve`` put the public URL. With several
+environment (``registry.worker``, outside this package so that a worker does not import
+the command line), where ``serve`` put the public URL. With several
 workers, Prometheus metrics go through ``PROMETHEUS_MULTIPROC_DIR`` (a fresh
 directory ``serve`` makes and removes, or the operator's, emptied at start), so
 ``/metrics`` from any worker sums them all. Log records are written by a logging
-thread in each process (``configure_logging``), never on the event loop.
+thread in each process (``registry.worker.configure_logging``), never on the event loop.
 
 The ASGI server is uvicorn (uvloop, httptools), or Granian with ``--server granian``
 (``pip install 'carton-registry[granian]'``). ``bench/``'s server figure measures
@@ -26,19 +27,15 @@ import contextlib
 import errno
 import importlib.util
 import ipaddress
-import logging
-import logging.handlers
 import os
-import queue
 import shutil
 import socket
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from registry.cli.allocator import keep_freed_memory
+from registry.allocator import keep_freed_memory
 from registry.cli.migration import (
     cmd_db_upgrade,
     database_cause,
@@ -46,16 +43,17 @@ from registry.cli.migration import (
 )
 from registry.cli.output import err, fail
 from registry.settings import DEFAULT_PORT, Settings, redact_url
-
-if TYPE_CHECKING:
-    from litestar import Litestar
+from registry.worker import (
+    LOG_LEVEL_ENV,
+    SERVER_ENV,
+    WORKER_APP,
+    configure_logging,
+    freeze_startup_objects,
+)
 
 SERVERS = ("uvicorn", "granian")
 DEFAULT_SERVER = "uvicorn"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-LOG_LEVEL_ENV = "REGISTRY_SERVE_LOG_LEVEL"
-SERVER_ENV = "REGISTRY_SERVE_SERVER"
-WORKER_APP = "registry.cli.server_commands:worker_app"
 
 
 def is_loopback(host: str) -> bool:
@@ -73,62 +71,6 @@ def default_workers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-class _HandOffHandler(logging.handlers.QueueHandler):
-    """Queues records as they are: the logging thread formats them (JSON access lines too)."""
-
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        return record
-
-
-def configure_logging(level: str = "info") -> None:
-    """One line per record on stderr, written by a background thread of this process.
-
-    Like ``logging.basicConfig``, nothing changes when the root logger has handlers
-    already (an embedding program's, or pytest's).
-    """
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    listener = logging.handlers.QueueListener(records, handler)
-    listener.start()
-    atexit.register(listener.stop)
-    root.addHandler(_HandOffHandler(records))
-    root.setLevel(logging.INFO if level in ("info", "debug", "trace") else level.upper())
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-
-
-def freeze_startup_objects() -> None:
-    """Move what importing and building the app made (modules, classes, the app: about
-    150,000 objects) out of the cyclic collector's reach: they live as long as the
-    process, and each full collection walked them all. On a 1 GiB push, collections were
-    5 % of the receiving thread's time."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-
-
-def worker_app() -> Any:
-    """The app one worker process serves, from the environment ``serve`` prepared."""
-    from registry.app import create_app
-
-    keep_freed_memory()
-    configure_logging(os.environ.get(LOG_LEVEL_ENV, "info"))
-    app: Litestar = create_app()
-    freeze_startup_objects()
-    if os.environ.get(SERVER_ENV) == "granian":  # uvicorn applies them itself
-        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
-
-        return ProxyHeadersMiddleware(
-            app,  # type: ignore[arg-type]  # Litestar types ASGI its own way, uvicorn too
-            trusted_hosts="127.0.0.1",
-        )
-    return app
 
 
 def _multiproc_dir() -> str:

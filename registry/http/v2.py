@@ -12,6 +12,7 @@ model names arrive percent-encoded UTF-8 and are decoded by the ASGI server.
 from __future__ import annotations
 
 from functools import partial
+from types import ModuleType
 from typing import Any
 
 import anyio
@@ -24,7 +25,7 @@ from registry.http.overload import IngestGate, ingest_client
 from registry.http.routing import get
 from registry.services.context import RegistryContext
 from registry.services.names import parse_version, validate_model_name
-from registry.services.triton import metadata, repository, self_tests
+from registry.services.triton import metadata, repository
 from registry.triton.documents import (
     IndexEntry,
     ModelConfig,
@@ -158,6 +159,7 @@ async def self_test_request(
     if format not in ("binary", "json"):
         raise InvalidRequest(f"invalid format {format!r}: binary or json")
     number = parse_version(version)
+    self_tests = _self_tests()
     body, header_length = await anyio.to_thread.run_sync(
         partial(self_tests.self_test_request, ctx, name, number, index, binary=format == "binary")
     )
@@ -182,6 +184,7 @@ async def verify_self_test(
 ) -> SelfTestReport:
     number = parse_version(version)
     header_length = parse_header_length(request.headers.get("inference-header-content-length"))
+    self_tests = _self_tests()
     # The model, version and self test first: the body is bounded by what they need.
     verification = await anyio.to_thread.run_sync(
         self_tests.prepare_verification, ctx, name, number, index
@@ -190,6 +193,14 @@ async def verify_self_test(
     return await anyio.to_thread.run_sync(
         self_tests.verify_self_test, verification, body, header_length
     )
+
+
+def _self_tests() -> ModuleType:
+    """The self-test service, imported when a self test is first asked for: it needs
+    numpy (12 MiB), which a worker that never serves one does not load."""
+    from registry.services.triton import self_tests
+
+    return self_tests
 
 
 INFER_HINT = (

@@ -1,4 +1,5 @@
-"""Triton datatypes: their numpy forms, wire sizes, and the checks every codec shares."""
+"""Triton datatypes: their numpy forms, and the checks every codec shares (the names and
+wire sizes, which need no numpy, are in ``datatype_names``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,22 @@ from typing import Any
 
 import numpy as np
 
+from registry.triton.datatype_names import (
+    TRITON_ELEMENT_SIZE,
+    check_datatype,
+    tensor_label,
+)
 from registry.triton.errors import TensorCodecError
+
+__all__ = [
+    "INT_TYPES",
+    "TRITON_DTYPES",
+    "TRITON_ELEMENT_SIZE",
+    "WIRE_DTYPES",
+    "check_datatype",
+    "check_shape",
+    "tensor_label",
+]
 
 # Decoded (in-memory) numpy dtype per Triton datatype.  BF16 decodes to float32;
 # BYTES is an object array of ``bytes``.
@@ -28,24 +44,6 @@ TRITON_DTYPES: dict[str, np.dtype | None] = {
     "BF16": np.dtype(np.float32),
 }
 
-# Bytes per element on the wire (None: variable, BYTES).
-TRITON_ELEMENT_SIZE: dict[str, int | None] = {
-    "BOOL": 1,
-    "UINT8": 1,
-    "UINT16": 2,
-    "UINT32": 4,
-    "UINT64": 8,
-    "INT8": 1,
-    "INT16": 2,
-    "INT32": 4,
-    "INT64": 8,
-    "FP16": 2,
-    "FP32": 4,
-    "FP64": 8,
-    "BYTES": None,
-    "BF16": 2,
-}
-
 # Little-endian wire dtype (BF16 travels as its uint16 bit pattern).
 WIRE_DTYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype("u1"),
@@ -64,17 +62,6 @@ WIRE_DTYPES: dict[str, np.dtype] = {
 }
 
 INT_TYPES = frozenset({"UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64"})
-
-
-def tensor_label(name: str | None) -> str:
-    """How an error message names a tensor (anonymous single tensors have no name)."""
-    return f"tensor {name!r}" if name is not None else "tensor"
-
-
-def check_datatype(datatype: Any, name: str | None = None) -> str:
-    if not isinstance(datatype, str) or datatype not in TRITON_DTYPES:
-        raise TensorCodecError(f"{tensor_label(name)}: unknown datatype {datatype!r}")
-    return datatype
 
 
 def check_shape(

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from registry.triton.datatypes import TRITON_DTYPES, check_datatype
+from registry.triton.datatype_names import TRITON_ELEMENT_SIZE, check_datatype
 from registry.triton.documents import ConfigTensor, TensorMetadata
 from registry.triton.errors import TritonFormatError
 
@@ -143,7 +143,7 @@ def _triton_datatype(entry: dict[str, Any], where: str) -> str:
             datatype = "BYTES"
     else:
         raise TritonFormatError(f"{where}: data_type is required")
-    if not isinstance(datatype, str) or datatype not in TRITON_DTYPES:
+    if not isinstance(datatype, str) or datatype not in TRITON_ELEMENT_SIZE:
         raise TritonFormatError(f"{where}: unknown data type {datatype!r}")
     return datatype
 

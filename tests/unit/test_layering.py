@@ -78,6 +78,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "registry.app": ("registry.http", "registry.services.context", "registry.settings", VERSION),
     "registry.script": ("registry.cli",),
+    "registry.allocator": (),
+    "registry.worker": ("registry.app", "registry.allocator"),
     "registry.cli": (
         "registry.client",
         "registry.services",
@@ -87,6 +89,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.humanize",
         "registry.blobstore.errors",
         "registry.app",
+        "registry.worker",
+        "registry.allocator",
         "registry.http.server",
         "registry.db.engine",
         "registry.db.migrate",
@@ -104,7 +108,7 @@ MAY_USE: dict[str, set[str]] = {
     "registry.db": {"sqlalchemy", "alembic"},
 }
 
-EDGES = ("registry.http", "registry.cli", "registry.app", "registry.script")
+EDGES = ("registry.http", "registry.cli", "registry.app", "registry.script", "registry.worker")
 BELOW_THE_EDGES = (
     "registry.services",
     "registry.chunking",

@@ -133,16 +133,18 @@ def damaged_files(session: Session, hashes: Iterable[str]) -> set[str]:
 
 def heal(
     session: Session, written: Mapping[str, ChunkRef], pack_ids: Mapping[str, int]
-) -> set[str]:
-    """Point every reference to a damaged copy at a good one; the chunks healed.
+) -> dict[str, ChunkRef]:
+    """Point every reference to a damaged copy at a good one; the chunks healed, each with
+    the good copy now indexed.
 
-    A good copy is one this push ``written`` (hash -> where, in packs published in this
-    transaction, ``pack_ids``), or the indexed copy when it is not damaged itself.
+    A good copy is the indexed copy when it is not damaged itself, or one this push
+    ``written`` (hash -> where, in packs published in this transaction, ``pack_ids``:
+    at least the copies whose index rows point elsewhere, as a damaged copy's does).
     Damage with no good copy anywhere stays recorded. Runs in the caller's transaction;
     the damaged rows are locked first, so two pushes never heal the same file at once.
     """
     if not any_damage(session):
-        return set()
+        return {}
     damaged = {
         (int(r.pack_id), int(r.idx)): r.hash
         for r in session.execute(
@@ -150,7 +152,7 @@ def heal(
         )
     }
     if not damaged:
-        return set()
+        return {}
     hashes = sorted(set(damaged.values()))
     indexed: dict[str, tuple[int, ChunkRef]] = {}
     for batch in in_chunks(hashes):
@@ -181,7 +183,7 @@ def heal(
                 session.execute(update(Chunk).where(Chunk.hash == digest).values(**values))
     healed = {key: digest for key, digest in damaged.items() if digest in good}
     if not healed:
-        return set()
+        return {}
     _repoint(session, healed, good)
     for pack_id, idx in healed:
         session.execute(
@@ -189,7 +191,7 @@ def heal(
         )
     bump_generation(session)
     log.warning("chunk store: healed %d damaged chunk(s) with good copies", len(healed))
-    return set(healed.values())
+    return {digest: good[digest] for digest in healed.values()}
 
 
 def _repoint(

@@ -14,7 +14,7 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import delete, exists, func, select
 
 from registry.blobstore.base import PackWriter, new_pack_name
 from registry.db.queries import in_chunks, insert_ignore
@@ -54,7 +54,12 @@ class PackAppender:
         self.ctx = ctx
         self.lease = lease
         self._open: _OpenPack | None = None
-        self.written: dict[str, ChunkRef] = {}  # chunks this push appended
+        # The chunks this push appended that the index does not find (yet): those of the
+        # open pack and of sealed packs not yet published, then those whose published row
+        # points at another copy (a damaged one this push heals, or a duplicate). The rest
+        # are the index's once published: a push holds no reference per chunk it wrote.
+        self._unpublished: dict[str, ChunkRef] = {}
+        self._indexed_elsewhere: dict[str, ChunkRef] = {}
         self.opened: set[str] = set()  # packs this push created (leased before their bytes)
         self._published: list[str] = []
         self.bytes = 0  # chunk bytes appended
@@ -62,6 +67,16 @@ class PackAppender:
         self._committer: ThreadPoolExecutor | None = None
         # (commit, pack name): a sealed pack's chunk list goes once it is published
         self._commits: list[tuple[Future[None], str]] = []
+
+    def written(self, digest: str) -> ChunkRef | None:
+        """This push's copy of ``digest`` when the index would not find it, else None:
+        the index (``PackSession.lookup``) has every other chunk this push wrote."""
+        return self._unpublished.get(digest) or self._indexed_elsewhere.get(digest)
+
+    def copies_indexed_elsewhere(self) -> dict[str, ChunkRef]:
+        """This push's copies of chunks whose index row points at another copy (or that
+        are not published yet): what ``damage.heal`` may repoint the index to."""
+        return {**self._indexed_elsewhere, **self._unpublished}
 
     @property
     def has_open_chunks(self) -> bool:
@@ -81,7 +96,7 @@ class PackAppender:
         pack.writer.write(data)
         pack.table.append(pack_table_entry(digest, len(data)))
         pack.chunks.append((digest, ref))
-        self.written[digest] = ref
+        self._unpublished[digest] = ref
         self.bytes += len(data)
         self.count += 1
         return ref
@@ -102,14 +117,19 @@ class PackAppender:
     def _commit(self, writer: PackWriter, sealed: SealedPack) -> None:
         writer.commit()
         try:
-            self._publish(sealed)
+            elsewhere = self._publish(sealed)
         except BaseException:
             with contextlib.suppress(Exception):  # else GC collects it as an orphan
                 self.ctx.blobs.delete_pack(sealed.name)
             raise
+        self._indexed_elsewhere.update(elsewhere)  # before they leave _unpublished
+        for digest, _ in sealed.chunks:
+            self._unpublished.pop(digest, None)
 
-    def _publish(self, pack: SealedPack) -> None:
-        """The pack's row and its chunks' rows; this push's claims on them end."""
+    def _publish(self, pack: SealedPack) -> dict[str, ChunkRef]:
+        """The pack's row and its chunks' rows; this push's claims on them end. Returns
+        the chunks whose row was there already (``insert_ignore``): the index points at
+        another copy of them."""
         with self.ctx.transaction() as session:
             self.lease.fence(session)
             row = Pack(
@@ -135,6 +155,13 @@ class PackAppender:
                 ],
             )
             drop_in(session, self.lease.id, [digest for digest, _ in pack.chunks])
+            ours = session.scalar(
+                select(func.count()).select_from(Chunk).where(Chunk.pack_id == row.id)
+            )
+            if ours == len(pack.chunks):
+                return {}
+            indexed = set(session.scalars(select(Chunk.hash).where(Chunk.pack_id == row.id)))
+        return {digest: ref for digest, ref in pack.chunks if digest not in indexed}
 
     def wait(self) -> None:
         """Every sealed pack committed and published; the first failure raises."""

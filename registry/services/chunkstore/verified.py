@@ -49,8 +49,11 @@ HASH_THREADS = 2
 READ_AHEAD = 2
 """Groups read and checked ahead of the one handed on: reading, hashing and sending
 overlap on both cores (about 3 MiB held per read)."""
-TABLES_CACHED = 4096
-"""Pack chunk tables kept in memory (a 64 MiB pack's is about 1,000 entries)."""
+TABLES_CACHED = 64
+"""Pack chunk tables kept in memory per process: a 64 MiB pack's is about 1,000 entries,
+~128 KiB parsed, so 64 of them (4 GiB of chunks) hold ~8 MiB. With 4,096 a worker's
+memory grew with every pack it read, to 512 MiB (issue 27: a 16 GiB pull's worker held
+46 MiB more than a 2 GiB pull's); a table read again costs one query and a parse."""
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,8 @@ class PackSession:
         self._whole = WholeBlobs(ctx, lease)
         self._leased: set[str] = set()  # packs of other pushes this one relies on
         self.duplicate_chunks = 0  # written after waiting ``lease_timeout`` on a live claim
-        self.healed: set[str] = set()  # chunks whose damaged copies this push's copies replaced
+        self.healed: set[str] = set()  # chunks whose damaged copies good ones replaced
+        self.healed_bytes = 0  # bytes of those this push wrote the good copies of
         self.healed_whole: set[str] = set()  # whole blobs it replaced, their records deleted
         self._worker: ThreadPoolExecutor | None = None
 
@@ -91,7 +92,8 @@ class PackSession:
         """A reference for every (hash, bytes): an existing copy when leased, else a new
         one, written by this push only when it holds the chunk's claim (module doc)."""
         written = self._packs.written
-        data = {h: d for h, d in chunks if h not in written}
+        mine = {h: ref for h, _ in chunks if (ref := written(h)) is not None}
+        data = {h: d for h, d in chunks if h not in mine}
         found = self.lookup(set(data))
         unknown = [h for h in data if h not in found]
         wanted: bool | None = None  # whether another push waits for one of our claims
@@ -100,7 +102,7 @@ class PackSession:
             found.update(published)
             for digest in unknown:  # in file order: consecutive chunks make one segment
                 if digest in won and digest not in found:
-                    self._packs.append(digest, data[digest])
+                    found[digest] = self._packs.append(digest, data[digest])
             lost = {h: data[h] for h in unknown if h not in won}
             if lost:
                 found.update(self._await(lost))
@@ -108,7 +110,8 @@ class PackSession:
             wanted if wanted is not None else self._claims.any_wanted()
         ):
             self._packs.seal()  # another push waits for a chunk in the open pack
-        return [written.get(digest) or found[digest] for digest, _ in chunks]
+        found.update(mine)
+        return [found[digest] for digest, _ in chunks]
 
     def lookup(self, hashes: set[str]) -> dict[str, ChunkRef]:
         """Indexed chunks in live packs, each pack leased before it is trusted.
@@ -210,15 +213,13 @@ class PackSession:
         for batch in in_chunks(sorted(self._leased | self._packs.opened)):
             rows = session.execute(select(Pack.name, Pack.id).where(Pack.name.in_(batch)))
             ids.update((r.name, r.id) for r in rows)
-        self.healed |= heal(session, self._packs.written, ids)
+        healed = heal(session, self._packs.copies_indexed_elsewhere(), ids)
+        self.healed |= healed.keys()
+        self.healed_bytes += sum(
+            ref.length for ref in healed.values() if ref.pack in self._packs.opened
+        )
         self.healed_whole |= forget_blob_damage(session, self._whole.replaced)
         return ids
-
-    @property
-    def healed_bytes(self) -> int:
-        """Bytes of the chunks this push wrote in place of damaged copies."""
-        written = self._packs.written
-        return sum(written[h].length for h in self.healed if h in written)
 
     # -- whole blobs --------------------------------------------------------------------
 

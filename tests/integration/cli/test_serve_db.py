@@ -85,7 +85,7 @@ def test_serve_workers_get_the_public_url_and_one_migration(monkeypatch, tmp_pat
     monkeypatch.setattr(uvicorn, "run", run)
     assert main(["serve", "--port", "8124", "--workers", "3"]) == 0
     app, kwargs, env = calls[-1]
-    assert app == "registry.cli.server_commands:worker_app" and kwargs["factory"] is True
+    assert app == "registry.worker:worker_app" and kwargs["factory"] is True
     assert kwargs["workers"] == 3 and kwargs["proxy_headers"] is True
     assert env["REGISTRY_PUBLIC_URL"] == "http://127.0.0.1:8124"
     assert env["REGISTRY_MIGRATE_ON_START"] == "false"  # serve migrated once, before them
@@ -116,7 +116,7 @@ def test_serve_runs_granian_workers_when_asked(monkeypatch, tmp_path):
     monkeypatch.setattr(granian.server, "Server", FakeServer)
     assert main(["serve", "--port", "8125", "--workers", "2", "--server", "granian"]) == 0
     target, options, env = started[-1]
-    assert target == "registry.cli.server_commands:worker_app" and options["factory"] is True
+    assert target == "registry.worker:worker_app" and options["factory"] is True
     assert options["workers"] == 2 and options["port"] == 8125
     assert env["REGISTRY_PUBLIC_URL"] == "http://127.0.0.1:8125"
     assert env["PROMETHEUS_MULTIPROC_DIR"]
@@ -161,7 +161,7 @@ def test_a_worker_freezes_what_building_its_app_made(tmp_path):
 
     code = (
         "import gc\n"
-        "from registry.cli.server_commands import worker_app\n"
+        "from registry.worker import worker_app\n"
         "assert gc.get_freeze_count() == 0\n"
         "worker_app()\n"
         "print(gc.get_freeze_count())\n"
@@ -173,3 +173,31 @@ def test_a_worker_freezes_what_building_its_app_made(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.strip()) > 50_000  # modules, classes, the app
+
+
+def test_a_worker_loads_only_what_serving_needs(tmp_path):
+    """Building a worker's app imports neither the command line, nor numpy (only tensor
+    values need it), nor the migrations (serve ran them), nor httpx's own command-line
+    client: each would be held by every worker for its lifetime (issue 27, figure 6)."""
+    import os
+    import subprocess
+    import sys
+
+    unwanted = ["registry.cli", "numpy", "alembic", "mako", "rich", "pygments"]
+    code = (
+        "import sys\n"
+        "from registry.worker import worker_app\n"
+        "worker_app()\n"
+        f"print(' '.join(m for m in {unwanted!r} if m in sys.modules))\n"
+        "print('registry.services.ingest' in sys.modules, 'httpx' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "PROMETHEUS_"))}
+    env["REGISTRY_DATA_DIR"] = str(tmp_path / "data")
+    env["REGISTRY_MIGRATE_ON_START"] = "false"  # as serve starts its workers
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    loaded, served = done.stdout.splitlines()
+    assert loaded == ""
+    assert served == "True True"  # the app was built: the push path and link fetching are in

@@ -178,3 +178,40 @@ def test_postgres_without_pg_trgm_rights_still_migrates(scratch_postgres_url: st
             conn.execute(text(f'DROP OWNED BY "{role}"'))
             conn.execute(text(f'DROP ROLE "{role}"'))
         admin.dispose()
+
+
+def test_sqlite_connections_cap_their_page_cache(tmp_path) -> None:
+    """Every pooled connection keeps at most SQLITE_CACHE_KIB of pages: a worker pools
+    dozens, and in WAL mode a busy server's caches are dropped at each write anyway."""
+    from registry.db.engine import SQLITE_CACHE_KIB, make_engine
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'cache.db'}")
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -SQLITE_CACHE_KIB
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_connections_keep_few_prepared_statements(tmp_path, monkeypatch) -> None:
+    """An IN over a batch is a new statement per batch length: a connection keeps only
+    SQLITE_CACHED_STATEMENTS of them, not Python's 128 (a push's worker grew with them)."""
+    from sqlite3 import dbapi2  # what SQLAlchemy's pysqlite dialect connects with
+
+    from registry.db.engine import SQLITE_CACHED_STATEMENTS, make_engine
+
+    opened: list[dict] = []
+    connect = dbapi2.connect
+
+    def recording_connect(*args, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(kwargs)
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(dbapi2, "connect", recording_connect)
+    engine = make_engine(f"sqlite:///{tmp_path / 'statements.db'}")
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    finally:
+        engine.dispose()
+    assert opened and all(k.get("cached_statements") == SQLITE_CACHED_STATEMENTS for k in opened)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import shutil
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from registry.db.tables import Blob, BlobSegment, Chunk, Pack
+from registry.db.tables import Blob, BlobSegment, Chunk, DamagedChunk, Pack
+from registry.services.chunkstore import packing
+from registry.services.chunkstore.damage import CORRUPT, record_damage
 from registry.services.chunkstore.files import FileWriter
 from registry.services.chunkstore.index import record_files
 from registry.services.chunkstore.layout import FileLayout
@@ -19,6 +23,7 @@ from registry.services.chunkstore.reader import iter_file, load_file, read_file
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease
+from registry.settings import Settings
 
 MiB = 1024 * 1024
 
@@ -159,3 +164,123 @@ def test_a_stale_lease_fences_the_index(ctx: RegistryContext) -> None:
         lease.beat()  # too late: the lease stays dead
         with pytest.raises(PushStalled, match="REGISTRY_LEASE_TIMEOUT"), ctx.transaction() as s:
             lease.fence(s)
+
+
+def test_a_file_being_written_holds_a_bounded_part_of_its_bytes(
+    sqlite_template: Path, tmp_path: Path
+) -> None:
+    """Between the caller's pieces and the pack file on disk, a push holds a few MiB of a
+    file however large it is: the batch of cut chunks awaiting one index lookup, the
+    pieces handed to the chunking thread, the pack writer's gathered writes. That is
+    most of a pushing server worker's memory (issue 27, figure 6); tracemalloc counts
+    every allocation Python makes while 48 MiB go through."""
+    import tracemalloc
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    shutil.copy(sqlite_template, data_dir / "registry.db")
+    context = RegistryContext.open(Settings(data_dir=data_dir, migrate_on_start=False))
+    try:
+        with Lease(context.sessions, context.settings.lease_timeout) as lease:
+            packs = PackSession(context, lease)
+            writer = FileWriter(packs)
+            tracemalloc.start()
+            try:
+                for _ in range(48 * 4):
+                    writer.write(os.urandom(MiB // 4))
+                writer.close()
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            packs.finish()
+    finally:
+        context.close()
+    assert peak < 22 * MiB, f"{peak / MiB:.1f} MiB held at once"
+
+
+def _write_twice_in_one_push(ctx: RegistryContext, data: bytes) -> tuple[PackSession, list]:
+    """``data`` as two files of one push, 1 MiB packs: the second file's chunks are in
+    packs the push has published by then (found in the index) or not yet (its own)."""
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        packs = PackSession(ctx, lease)
+        layouts = []
+        for suffix in (b"a", b"b"):
+            writer = FileWriter(packs)
+            for at in range(0, len(data), 300_000):
+                writer.write(data[at : at + 300_000])
+            writer.write(suffix)
+            layouts.append(writer.close())
+        packs.finish()
+        with ctx.transaction() as session:
+            lease.fence(session)
+            record_files(session, layouts, packs.pack_ids(session))
+            lease.release(session)
+    return packs, layouts
+
+
+def test_a_push_keeps_no_reference_to_the_chunks_it_published(
+    ctx: RegistryContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a pack is published its chunks are the index's: a push holds references only
+    to chunks the index would not find (issue 27: a 16 GiB push grew by one per chunk),
+    and still stores each chunk once."""
+    monkeypatch.setattr(packing, "PACK_MAX_BYTES", MiB)
+    block = os.urandom(6 * MiB)
+    packs, layouts = _write_twice_in_one_push(ctx, block)
+    appender = packs._packs  # what the push holds
+    assert appender.copies_indexed_elsewhere() == {}
+    assert layouts[1].new_chunk_bytes < ctx.chunk_params.max_size * 2
+    assert stored_bytes(ctx) < len(block) + ctx.chunk_params.max_size * 2
+    assert read_back(ctx, layouts[1].sha256) == block + b"b"
+
+
+def test_a_push_healing_damaged_chunks_writes_each_once(
+    ctx: RegistryContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged chunk's row keeps pointing at the damaged copy until the push heals it:
+    the push's own copy is the one it reuses for a second occurrence, then heals with."""
+    monkeypatch.setattr(packing, "PACK_MAX_BYTES", MiB)
+    block = os.urandom(6 * MiB)
+    (first,) = write_files(ctx, [block + b"a"])
+    with ctx.sessions() as s:
+        names = list(s.scalars(select(Pack.name)))
+        chunk_count = s.scalar(select(func.count()).select_from(Chunk))
+    for name in names:
+        record_damage(ctx, name, None, CORRUPT, "test")
+    before = stored_bytes(ctx)
+    packs, layouts = _write_twice_in_one_push(ctx, block)
+    # each damaged chunk written again once, and the second file's different last chunk
+    assert packs.chunks_written == chunk_count + 1
+    assert stored_bytes(ctx) - before == packs.chunk_bytes_written
+    assert len(packs.healed) == chunk_count
+    assert packs.healed_bytes == len(block) + 1  # the first file's every chunk
+    with ctx.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(DamagedChunk)) == 0
+    assert read_back(ctx, first.sha256) == block + b"a"
+    assert read_back(ctx, layouts[1].sha256) == block + b"b"
+
+
+def test_the_pack_table_cache_stays_small_once_full(ctx: RegistryContext) -> None:
+    """Reading many packs keeps TABLES_CACHED parsed tables, a few MiB: a worker that
+    served a large pull (or many) must not hold every pack's table it read (issue 27)."""
+    import tracemalloc
+
+    from registry.services.chunkstore import verified
+
+    entries = 1000  # a 64 MiB pack's, chunks averaging 64 KiB
+    names = [f"{i:032x}" for i in range(2 * verified.TABLES_CACHED)]
+    length = (65_536).to_bytes(4, "big")  # a table entry: BLAKE3 digest, chunk length
+    with ctx.transaction() as session:
+        for name in names:
+            table = b"".join(os.urandom(32) + length for _ in range(entries))
+            session.add(Pack(name=name, size=entries << 16, chunk_count=entries, chunk_table=table))
+    cache = verified._Tables()
+    tracemalloc.start()
+    try:
+        for at in range(0, len(names), 10):  # as reads come, a file's few packs at a time
+            cache.get(ctx, names[at : at + 10])
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(cache._tables) == verified.TABLES_CACHED
+    assert held < 16 * MiB, f"{held / MiB:.0f} MiB held"

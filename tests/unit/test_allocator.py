@@ -9,7 +9,7 @@ import pytest
 
 PROBE = """
 import ctypes, sys
-from registry.cli.allocator import keep_freed_memory
+from registry.allocator import keep_freed_memory
 
 def in_heap(buffer):
     address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
