@@ -35,6 +35,13 @@ MiB = 1024 * 1024
 
 def write_files(ctx: RegistryContext, files: list[bytes], piece: int = 300_000) -> list[FileLayout]:
     """Each file through one push's pack session, fed in pieces, then indexed."""
+    return push_files(ctx, files, piece)[1]
+
+
+def push_files(
+    ctx: RegistryContext, files: list[bytes], piece: int = 300_000
+) -> tuple[PackSession, list[FileLayout]]:
+    """``write_files``, with the push's pack session (what it still holds afterwards)."""
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
         layouts = []
@@ -48,7 +55,7 @@ def write_files(ctx: RegistryContext, files: list[bytes], piece: int = 300_000) 
             lease.fence(session)
             record_files(session, layouts, packs.pack_ids(session))
             lease.release(session)
-    return layouts
+    return packs, layouts
 
 
 def stored_bytes(ctx: RegistryContext) -> int:
@@ -204,24 +211,12 @@ def test_a_file_being_written_holds_a_bounded_part_of_its_bytes(
     assert peak < held + 8 * MiB, f"{peak / MiB:.1f} MiB held at once"
 
 
-def _write_twice_in_one_push(ctx: RegistryContext, data: bytes) -> tuple[PackSession, list]:
+def _write_twice_in_one_push(
+    ctx: RegistryContext, data: bytes
+) -> tuple[PackSession, list[FileLayout]]:
     """``data`` as two files of one push, 1 MiB packs: the second file's chunks are in
     packs the push has published by then (found in the index) or not yet (its own)."""
-    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
-        packs = PackSession(ctx, lease)
-        layouts = []
-        for suffix in (b"a", b"b"):
-            writer = FileWriter(packs)
-            for at in range(0, len(data), 300_000):
-                writer.write(data[at : at + 300_000])
-            writer.write(suffix)
-            layouts.append(writer.close())
-        packs.finish()
-        with ctx.transaction() as session:
-            lease.fence(session)
-            record_files(session, layouts, packs.pack_ids(session))
-            lease.release(session)
-    return packs, layouts
+    return push_files(ctx, [data + b"a", data + b"b"])
 
 
 def test_a_push_keeps_no_reference_to_the_chunks_it_published(
