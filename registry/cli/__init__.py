@@ -35,8 +35,6 @@ import os
 import sys
 from collections.abc import Callable
 
-import httpx
-
 from registry import client as api
 from registry.carton.errors import CartonFormatError
 from registry.cli import (
@@ -50,7 +48,7 @@ from registry.cli import (
     server_commands,
     settings_command,
 )
-from registry.cli.client_commands import Connect
+from registry.cli.client_commands import Connect, registry_client
 from registry.cli.output import Refused, err, fail
 from registry.settings import SettingsError
 
@@ -59,7 +57,7 @@ BROKEN_PIPE = 141  # 128 + SIGPIPE
 DEBUG_ENV = "CARTON_REGISTRY_DEBUG"  # =1: let an unexpected error's traceback through
 
 
-def build_parser(connect: Connect = api.RegistryClient) -> argparse.ArgumentParser:
+def build_parser(connect: Connect = registry_client) -> argparse.ArgumentParser:
     """Every command; client commands open their client with ``connect``."""
     from registry import __version__
 
@@ -139,14 +137,19 @@ def _run(args: argparse.Namespace) -> int:
         return fail(f"bad settings: {exc}", 2)
     except api.ClientError as exc:
         return fail(str(exc) + _auth_hint(args, exc.status))
-    except httpx.HTTPError as exc:
-        return fail(f"talking to {args.url}: {type(exc).__name__}: {exc}")
     except CartonFormatError as exc:
         return fail(exc.message)
     except BrokenPipeError:
         raise
     except OSError as exc:
         return fail(str(exc))
+    except Exception as exc:
+        # httpx is imported by the commands that talk to a registry, not here: ``serve``
+        # and the local commands never load it.
+        httpx = sys.modules.get("httpx")
+        if httpx is not None and isinstance(exc, httpx.HTTPError):
+            return fail(f"talking to {args.url}: {type(exc).__name__}: {exc}")
+        raise
 
 
 def _silence_stdout() -> None:
@@ -158,7 +161,7 @@ def _silence_stdout() -> None:
         pass
 
 
-def main(argv: list[str] | None = None, *, connect: Connect = api.RegistryClient) -> int:
+def main(argv: list[str] | None = None, *, connect: Connect = registry_client) -> int:
     """Run one command; its exit status (never raises SystemExit)."""
     try:
         parser = build_parser(connect)

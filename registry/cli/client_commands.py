@@ -27,8 +27,15 @@ from registry.cli.output import (
     transfer_progress,
 )
 
-Connect = Callable[[str, str | None], api.RegistryClient]
-"""Opens a client for ``(url, token)``; ``RegistryClient`` itself by default."""
+Connect = Callable[[str, str | None], "api.RegistryClient"]
+"""Opens a client for ``(url, token)``; ``registry_client`` by default."""
+
+
+def registry_client(url: str, token: str | None) -> api.RegistryClient:
+    """``RegistryClient(url, token)``, its module (and httpx) imported only now: commands
+    that never talk to a registry (``serve``, ``gc``, ``inspect``) do not load them."""
+    return api.RegistryClient(url, token)
+
 
 REF_HELP = (
     "a manifest hash (also as sha256:HASH, or a unique prefix of 8+ hex digits), "

@@ -24,15 +24,54 @@ directly::
                     cache=ChunkCache.default())
 """
 
-from registry.client.cache import CACHE_WHERE, MAX_BYTES_ENV, ChunkCache, VerifiedCartons
-from registry.client.files import CLIENT_LIMITS, OutputExists
-from registry.client.hydrate import fetch_verified, hydrate_carton
-from registry.client.lineage import get_diff, get_lineage
-from registry.client.pull import pull_carton, verify_manifest
-from registry.client.push import PushOutcome, PushPlan, plan_push, push_carton, slim_zip
-from registry.client.references import get_model, parse_ref, resolve
-from registry.client.transport import ClientError, Progress, RegistryClient, Tally
-from registry.client.urls import DEFAULT_URL, check_registry_url, default_url
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from registry.client.cache import CACHE_WHERE, MAX_BYTES_ENV, ChunkCache, VerifiedCartons
+    from registry.client.errors import ClientError
+    from registry.client.files import CLIENT_LIMITS, OutputExists
+    from registry.client.hydrate import fetch_verified, hydrate_carton
+    from registry.client.lineage import get_diff, get_lineage
+    from registry.client.pull import pull_carton, verify_manifest
+    from registry.client.push import PushOutcome, PushPlan, plan_push, push_carton, slim_zip
+    from registry.client.references import get_model, parse_ref, resolve
+    from registry.client.transport import Progress, RegistryClient, Tally
+    from registry.client.urls import DEFAULT_URL, check_registry_url, default_url
+
+# Each name's module, imported on first use (PEP 562): a command that only pushes does not
+# import pulling, hydrating or lineage code, and ``import registry.client`` costs nothing.
+_MODULE_OF = {
+    "CACHE_WHERE": "cache",
+    "CLIENT_LIMITS": "files",
+    "ChunkCache": "cache",
+    "ClientError": "errors",
+    "DEFAULT_URL": "urls",
+    "MAX_BYTES_ENV": "cache",
+    "OutputExists": "files",
+    "Progress": "transport",
+    "PushOutcome": "push",
+    "PushPlan": "push",
+    "RegistryClient": "transport",
+    "Tally": "transport",
+    "VerifiedCartons": "cache",
+    "check_registry_url": "urls",
+    "default_url": "urls",
+    "fetch_verified": "hydrate",
+    "get_diff": "lineage",
+    "get_lineage": "lineage",
+    "get_model": "references",
+    "hydrate_carton": "hydrate",
+    "parse_ref": "references",
+    "plan_push": "push",
+    "pull_carton": "pull",
+    "push_carton": "push",
+    "resolve": "references",
+    "slim_zip": "push",
+    "verify_manifest": "pull",
+}
 
 __all__ = [
     "CACHE_WHERE",
@@ -63,3 +102,16 @@ __all__ = [
     "slim_zip",
     "verify_manifest",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from registry.carton.streams import GiB, MiB
 from registry.chunking import chunk_hash
-from registry.client.transport import ClientError
+from registry.client.errors import ClientError
 
 APP_DIR = "carton-registry"
 MAX_BYTES_ENV = "REGISTRY_CACHE_MAX_BYTES"

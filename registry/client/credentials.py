@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from registry.client.transport import ClientError
+from registry.client.errors import ClientError
 
 APP_DIR = "carton-registry"
 FILE_NAME = "credentials.json"

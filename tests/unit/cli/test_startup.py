@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 SERVER_LIBRARIES = {"sqlalchemy", "litestar", "uvicorn", "boto3", "numpy", "alembic"}
 OUR_SERVER_SIDE = {"registry.services", "registry.http", "registry.db"}
 
@@ -23,6 +25,21 @@ def test_help_loads_no_server_code():
     assert not {".".join(m.split(".")[:2]) for m in loaded} & OUR_SERVER_SIDE
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["serve", "--help"], ["gc", "--help"]])
+def test_commands_that_talk_to_no_registry_do_not_load_httpx(argv):
+    """httpx (12 MiB, a sixth of a command's start) is loaded by the commands that send
+    requests; ``serve``'s supervisor process, for one, holds none of it."""
+    code = (
+        "import contextlib, io, sys\n"
+        "from registry.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main({argv!r}) == 0\n"
+        "print('httpx' in sys.modules, 'registry.client.transport' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["False", "False"]
+
+
 def test_the_script_does_not_load_httpxs_own_command_line_client():
     """``carton-registry`` (registry.script) keeps httpx from importing click, pygments
     and rich's syntax highlighting for a command-line client it never runs."""
@@ -37,3 +54,38 @@ def test_the_script_does_not_load_httpxs_own_command_line_client():
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.split() == ["None", "False", "True"]
+
+
+_SWALLOWED = (
+    "import sys, time, weakref\n"
+    "from registry.script import interrupt_again\n"
+    "sys.unraisablehook = interrupt_again\n"
+    "class Held: pass\n"
+    "held = Held()\n"
+    "def callback(_):\n"
+    "    raise {error}\n"  # Python cannot raise from a weakref callback: it is 'ignored'
+    "ref = weakref.ref(held, callback)\n"
+    "try:\n"
+    "    del held\n"
+    "    time.sleep(1)\n"
+    "    print('went on')\n"
+    "except KeyboardInterrupt:\n"
+    "    print('interrupted')\n"
+)
+
+
+def test_a_ctrl_c_swallowed_by_a_callback_still_stops_the_command():
+    """Python prints an interrupt raised in a callback (as in the import system's module
+    locks, while a module loads) as "Exception ignored" and goes on; the script's hook
+    delivers it again, so the command stops with one line, as for any Ctrl-C."""
+    code = _SWALLOWED.format(error="KeyboardInterrupt")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["interrupted"]
+    assert run.stderr == ""
+
+
+def test_other_errors_in_callbacks_are_reported_as_python_reports_them():
+    code = _SWALLOWED.format(error="ValueError('odd')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["went", "on"]
+    assert "Exception ignored" in run.stderr and "ValueError: odd" in run.stderr
