@@ -86,7 +86,9 @@ def measure_repush(b: Bench, s: Section) -> None:
     )
     s.notes.append(
         "Re-push target: issue 27's, < 0.3 s for an unchanged 1 GiB carton (the same target "
-        "as figure 8's re-push)."
+        "as figure 8's re-push). `bench/run` compiles the registry's modules to bytecode "
+        "first, as installing the wheel does (this machine sets PYTHONDONTWRITEBYTECODE, so "
+        "an editable install would compile every module on every start)."
     )
     s.rows.append(
         Row(
