@@ -2,9 +2,10 @@
 
 The parent of carton X is the carton stored before X that holds the most of X's bytes
 (ties: the older), computed from the chunk index when X is pushed, without reading a
-byte of any file. Bytes held are counted as ``file_chunks.carton_shared_bytes``
-counts them: a file both hold counts whole, a chunked file counts its chunks (by
-BLAKE3 hash) that the other carton's files contain. ``share`` is that over X's
+byte of any file. Bytes held: a file both hold counts whole, a chunked file counts
+its chunks (by BLAKE3 hash) that the other carton's files contain (as
+``file_chunks.carton_shared_bytes`` counts them for cartons loaded whole; the tests
+compare the two). ``share`` is that over X's
 distinct files' bytes.
 
 Method (bounded, whatever the size of the registry):
@@ -18,6 +19,13 @@ Method (bounded, whatever the size of the registry):
    X's chunked bytes per sampled chunk.
 2. The ``CANDIDATES`` best scored candidates are then scored exactly, by chunk
    hashes, and the best one (ties: the older) is the parent.
+
+Memory is bounded whatever the cartons' sizes: chunk lists are never loaded whole.
+X's chunk records are streamed from the index into a ``chunk_spool.ChunkSpool``
+(partitioned by digest, on disk past 1.8 GiB of chunks), which gives the sample and
+X's distinct chunk bytes a partition at a time; each candidate's records are spooled
+in turn, joined with X's a partition at a time, and dropped before the next. What
+remains per X's distinct file is its size and its chunks' bytes (two dict entries).
 
 A carton sharing only chunks outside the sample and outside its largest files can be
 missed (only when it shares little: a carton sharing a fraction ``f`` of X's chunks
@@ -42,6 +50,7 @@ from sqlalchemy.orm import Session
 
 from registry.db.queries import in_chunks, insert_ignore
 from registry.db.tables import (
+    Blob,
     BlobSegment,
     Carton,
     CartonFile,
@@ -51,15 +60,15 @@ from registry.db.tables import (
     Version,
     utcnow,
 )
-from registry.services import cartons
+from registry.services import cartons, chunk_spool
 from registry.services.access import (
     carton_readable,
     hidden_namespaces,
     readable_carton_condition,
 )
+from registry.services.chunk_spool import ChunkSpool, segment_entries
 from registry.services.chunkstore.index import segment_holds_chunk
 from registry.services.context import RegistryContext
-from registry.services.file_chunks import PackTables, carton_shared_bytes, load_contents
 
 log = logging.getLogger("registry.lineage")
 
@@ -79,16 +88,95 @@ def _older_than(carton: Carton) -> Any:
     )
 
 
+def _my_files(session: Session, manifest_sha256: str) -> dict[str, int]:
+    """The carton's distinct indexed files: sha256 -> size."""
+    return {
+        sha: int(size)
+        for sha, size in session.execute(
+            select(Blob.sha256, Blob.size)
+            .where(
+                Blob.sha256.in_(
+                    select(CartonFile.blob_sha256).where(
+                        CartonFile.manifest_sha256 == manifest_sha256
+                    )
+                )
+            )
+            .order_by(Blob.sha256)
+        )
+    }
+
+
+def _spool(session: Session, manifest_sha256: str, spool: ChunkSpool) -> dict[str, int]:
+    """Spool the carton's chunk records; the bytes each chunked file's chunks hold."""
+    held: dict[str, int] = {}
+    for sha, entries in segment_entries(session, manifest_sha256):
+        spool.add(entries)
+        held[sha] = held.get(sha, 0) + chunk_spool.lengths(entries)
+    return held
+
+
+def _whole_files_shared(
+    session: Session, ranked: list[str], files: dict[str, int], chunked_bytes: dict[str, int]
+) -> dict[str, int]:
+    """Per candidate: for each of the carton's ``files`` it holds too, that file's size
+    less its chunks' bytes (one query for all candidates)."""
+    out = dict.fromkeys(ranked, 0)
+    for manifest, sha in session.execute(
+        select(CartonFile.manifest_sha256, CartonFile.blob_sha256)
+        .where(CartonFile.manifest_sha256.in_(ranked))
+        .distinct()
+    ):
+        if sha in files:
+            out[manifest] += files[sha] - chunked_bytes.get(sha, 0)
+    return out
+
+
+def _chunks_shared(session: Session, candidate: str, mine: ChunkSpool) -> int:
+    """Bytes of the carton's chunks (``mine``: every occurrence) whose hash one of
+    ``candidate``'s files contains; ``candidate``'s records are dropped on return."""
+    with ChunkSpool() as theirs:
+        for _, entries in segment_entries(session, candidate):
+            theirs.add(entries)
+        return mine.bytes_in(theirs)
+
+
 def compute_parent(session: Session, manifest_sha256: str) -> tuple[str | None, int, int]:
-    """(parent manifest or None, bytes shared with it, the carton's distinct bytes)."""
+    """(parent manifest or None, bytes shared with it, the carton's distinct bytes).
+
+    Chunk lists are streamed and spooled (``chunk_spool``), one carton at a time: the
+    memory held per chunk is none, per distinct file a dict entry or two."""
     me = cartons.get_carton_row(session, manifest_sha256)
-    tables = PackTables(session)
-    mine = load_contents(session, [manifest_sha256], tables)[manifest_sha256]
+    files = _my_files(session, manifest_sha256)
+    distinct_bytes = sum(files.values())
+    with ChunkSpool() as mine:
+        chunked_bytes = _spool(session, manifest_sha256, mine)
+        chunks_total, sample = mine.distinct(SAMPLE_CHUNKS)
+        ranked, created = _candidates(session, me, files, chunks_total, sample)
+        if not ranked:
+            return None, 0, distinct_bytes
+        # ``carton_shared_bytes``: a file the candidate holds counts whole, any other
+        # file counts those of its chunks that the candidate's files contain. That is
+        # every chunk of the carton the candidate contains (a shared file's chunks are
+        # all there: the same blob, the same segments), plus each shared file's size
+        # less its chunks' bytes.
+        exact = _whole_files_shared(session, ranked, files, chunked_bytes)
+        for m in ranked:  # one candidate's records at a time
+            exact[m] += _chunks_shared(session, m, mine)
+    best = min(ranked, key=lambda m: (-exact[m], created[m], m))
+    if exact[best] == 0:
+        return None, 0, distinct_bytes
+    return best, exact[best], distinct_bytes
+
+
+def _candidates(
+    session: Session, me: Carton, files: dict[str, int], chunks_total: int, sample: list[str]
+) -> tuple[list[str], dict[str, datetime]]:
+    """The ``CANDIDATES`` best scored older cartons, best first, and when each was made."""
     older = _older_than(me)
     scores: dict[str, float] = {}
     created: dict[str, datetime] = {}
 
-    sizes = {f.sha256: f.size for f in mine.files.values() if f.size > 0}
+    sizes = {sha: size for sha, size in files.items() if size > 0}
     largest = heapq.nlargest(WHOLE_FILES, sizes, key=lambda sha: (sizes[sha], sha))
     if largest:
         for manifest, sha, when in session.execute(
@@ -100,10 +188,8 @@ def compute_parent(session: Session, manifest_sha256: str) -> tuple[str | None, 
             scores[manifest] = scores.get(manifest, 0.0) + sizes[sha]
             created[manifest] = when
 
-    chunk_bytes = {d: n for f in mine.files.values() for _, n, d in f.chunks or ()}
-    sample = heapq.nsmallest(SAMPLE_CHUNKS, chunk_bytes)
     if sample:
-        per_hit = sum(chunk_bytes.values()) / len(sample)
+        per_hit = chunks_total / len(sample)
         for manifest, _digest, when in session.execute(
             select(CartonFile.manifest_sha256, Chunk.hash, Carton.created_at)
             .select_from(Chunk)
@@ -116,16 +202,9 @@ def compute_parent(session: Session, manifest_sha256: str) -> tuple[str | None, 
             scores[manifest] = scores.get(manifest, 0.0) + per_hit
             created[manifest] = when
 
-    scores.pop(manifest_sha256, None)
+    scores.pop(me.manifest_sha256, None)
     ranked = sorted(scores, key=lambda m: (-scores[m], created[m], m))[:CANDIDATES]
-    if not ranked:
-        return None, 0, mine.distinct_bytes
-    contents = load_contents(session, ranked, tables)
-    exact = {m: carton_shared_bytes(mine, contents[m]) for m in ranked}
-    best = min(ranked, key=lambda m: (-exact[m], created[m], m))
-    if exact[best] == 0:
-        return None, 0, mine.distinct_bytes
-    return best, exact[best], mine.distinct_bytes
+    return ranked, created
 
 
 def without_lineage(session: Session, manifests: Iterable[str]) -> list[str]:
