@@ -3,12 +3,48 @@
 
 from __future__ import annotations
 
+import _thread
 import sys
+import time
 
 INTERRUPTED = 130  # as registry.cli reports a Ctrl-C (128 + SIGINT)
+REDELIVER_AFTER = 0.005  # seconds: long enough for the callback that swallowed it to end
+_MAIN_THREAD = _thread.get_ident()  # the script imports this module on its main thread
+
+
+def interrupt_again(unraisable: sys.UnraisableHookArgs) -> None:
+    """``sys.unraisablehook``: a Ctrl-C that lands in a callback Python cannot raise from
+    (the import system's module-lock weakref callbacks, while a module loads) would be
+    printed as "Exception ignored ... KeyboardInterrupt" with a traceback, and lost: the
+    command would go on. Deliver it to the main thread again a moment later, from another
+    thread (delivered now, it would land in this hook, which cannot raise either), where
+    it stops the command with one line; anything else goes to Python's own hook."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _thread.start_new_thread(_interrupt_soon, ())
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def _interrupt_soon() -> None:
+    import signal  # here, not at the top: every command's start imports this module
+
+    time.sleep(REDELIVER_AFTER)
+    if sys.unraisablehook is not interrupt_again:  # the command has ended meanwhile
+        return
+    # A real SIGINT to the main thread (not ``_thread.interrupt_main``): it also breaks off
+    # a blocking call there, a download's read, as the user's own Ctrl-C does.
+    signal.pthread_kill(_MAIN_THREAD, signal.SIGINT)
 
 
 def main() -> int:
+    previous, sys.unraisablehook = sys.unraisablehook, interrupt_again
+    try:
+        return _load_and_run()
+    finally:
+        sys.unraisablehook = previous  # for a caller in the same process (tests)
+
+
+def _load_and_run() -> int:
     try:
         # httpx imports its own command-line client (click, pygments, rich's syntax
         # highlighting) whenever those are installed, as they are beside the registry

@@ -204,9 +204,9 @@ def test_a_url_with_an_api_path_or_without_a_scheme_is_a_usage_error(installed, 
 # --- 7. Ctrl-C at any moment -------------------------------------------------------------------
 
 
-PYTHON_OWN_START = "Fatal Python error: init_import_site"
-"""CPython's own start-up (its site module, before any code of ours runs) cannot be
-interrupted quietly; the window is a few ms on an idle machine."""
+PYTHON_OWN_START = "Fatal Python error: init_"
+"""CPython's own start-up (``init_import_site``, ``init_sys_streams``: before any code of
+ours runs) cannot be interrupted quietly; the window is a few ms on an idle machine."""
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.08, 0.12, 0.2, 0.4])
