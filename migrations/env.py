@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, text
 
-from registry.db.engine import is_sqlite, make_engine
+from registry.db.engine import WRITE_OPTION, is_sqlite, make_engine
 from registry.db.tables import Base
 from registry.settings import Settings
 
@@ -25,6 +25,12 @@ def _configure_and_run(connection: Connection) -> None:
         # Fail fast instead of queueing behind a long transaction while holding locks.
         connection.execute(text("SET lock_timeout = '10s'"))
         connection.execute(text("SET statement_timeout = '300s'"))
+    elif not connection.in_transaction():
+        # Alembic runs SQLite (no transactional DDL, it says) one commit per revision:
+        # another server starting could read a revision between two commits and then
+        # fail to stamp its own upgrade. One BEGIN IMMEDIATE around the whole run makes
+        # the transaction external to Alembic, which then never commits; callers do.
+        connection.execution_options(**{WRITE_OPTION: True}).begin()
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

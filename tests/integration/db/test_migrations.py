@@ -114,6 +114,46 @@ def test_concurrent_upgrades_sqlite(tmp_path) -> None:
     _concurrent_upgrades(f"sqlite:///{tmp_path / 'registry.db'}")
 
 
+def test_sqlite_upgrade_is_one_transaction(tmp_path) -> None:
+    """Another server never sees a half-migrated SQLite database: Alembic commits after
+    each revision on SQLite (no transactional DDL, it says), which let a second server
+    read revision 0005 between two of the first one's commits and then fail to stamp
+    its own upgrade (CI, 2026-11-25)."""
+    import sqlite3
+    import threading
+
+    from registry.db.migrate import revisions
+
+    path = tmp_path / "registry.db"
+    engine = make_engine(f"sqlite:///{path}")
+    with engine.connect():
+        pass  # creates the file in WAL mode, so the reader below never blocks
+    seen: set[str | None] = set()
+    done = threading.Event()
+
+    def poll() -> None:
+        reader = sqlite3.connect(path, timeout=30)
+        while not done.is_set():
+            try:
+                rows = reader.execute("SELECT version_num FROM alembic_version").fetchall()
+            except sqlite3.OperationalError:  # no table yet
+                rows = [(None,)]
+            seen.update(row[0] for row in rows)
+        reader.close()
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        upgrade(engine)
+    finally:
+        done.set()
+        poller.join()
+    _, head = revisions(engine)
+    engine.dispose()
+    assert seen <= {None, head}, f"a reader saw revisions {sorted(map(str, seen))}"
+    assert seen, "the reader never read"
+
+
 @pytest.mark.postgres
 def test_concurrent_upgrades_postgres(scratch_postgres_url: str) -> None:
     _concurrent_upgrades(scratch_postgres_url)
