@@ -14,10 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import blake3
-from pyfastcdc import FastCDC, NormalizedChunking
+
+if TYPE_CHECKING:
+    from pyfastcdc import FastCDC
+
+# pyfastcdc's own alias, spelled here: the API's schema reads this annotation at run time
+# and pyfastcdc is imported on the first cut only.
+NormalizedChunking = Literal[0, 1, 2, 3]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -47,6 +53,10 @@ class ChunkParams:
         return params
 
     def fastcdc(self) -> FastCDC:
+        # Imported on the first cut: a command that cuts nothing (a re-push, a pull)
+        # starts without it (a tenth of the push command's own imports).
+        from pyfastcdc import FastCDC
+
         return FastCDC(
             self.avg_size,
             min_size=self.min_size,

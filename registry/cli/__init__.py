@@ -31,34 +31,57 @@ Exit codes: 0 success, 1 failure, 2 usage error or refusal to start,
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable
 
 from registry import client as api
 from registry.carton.errors import CartonFormatError
-from registry.cli import (
-    account_commands,
-    cache_commands,
-    catalog_commands,
-    client_commands,
-    lineage_commands,
-    namespace_commands,
-    operator_commands,
-    server_commands,
-    settings_command,
-)
 from registry.cli.client_commands import Connect, registry_client
 from registry.cli.output import Refused, err, fail
-from registry.settings import SettingsError
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 BROKEN_PIPE = 141  # 128 + SIGPIPE
 DEBUG_ENV = "CARTON_REGISTRY_DEBUG"  # =1: let an unexpected error's traceback through
 
 
-def build_parser(connect: Connect = registry_client) -> argparse.ArgumentParser:
-    """Every command; client commands open their client with ``connect``."""
+# Each module that adds commands, in the order `--help` lists them; True: its commands
+# open a client with ``connect``.
+GROUPS: tuple[tuple[str, bool], ...] = (
+    ("server_commands", False),
+    ("client_commands", True),
+    ("catalog_commands", True),
+    ("lineage_commands", True),
+    ("account_commands", True),
+    ("namespace_commands", True),
+    ("cache_commands", False),
+    ("operator_commands", False),
+    ("settings_command", False),
+)
+# Which module adds each command (tests/unit/cli/test_startup.py checks it against GROUPS):
+# a command's start builds and imports its own group only. The whole parser, 140 options
+# (argparse looks up a translation for each), and the server's modules were a tenth of a
+# re-push.
+COMMANDS: dict[str, str] = {
+    **dict.fromkeys(("serve", "db"), "server_commands"),
+    **dict.fromkeys(("push", "pull", "hydrate", "inspect"), "client_commands"),
+    **dict.fromkeys(("ls", "info", "versions", "tags", "tag", "untag", "rm"), "catalog_commands"),
+    **dict.fromkeys(("diff", "lineage"), "lineage_commands"),
+    **dict.fromkeys(("login", "logout", "whoami"), "account_commands"),
+    "namespace": "namespace_commands",
+    "cache": "cache_commands",
+    **dict.fromkeys(("gc", "fsck", "token"), "operator_commands"),
+    "settings": "settings_command",
+}
+_GLOBAL_WITH_VALUE = ("--url", "--token")
+
+
+def build_parser(
+    connect: Connect = registry_client, command: str | None = None
+) -> argparse.ArgumentParser:
+    """Every command, or only ``command``'s group of them when it is one (the rest are
+    neither built nor imported); client commands open their client with ``connect``."""
     from registry import __version__
 
     parser = argparse.ArgumentParser(
@@ -81,16 +104,28 @@ def build_parser(connect: Connect = registry_client) -> argparse.ArgumentParser:
         "`login` saved for the URL)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    server_commands.add_commands(sub)
-    client_commands.add_commands(sub, connect)
-    catalog_commands.add_commands(sub, connect)
-    lineage_commands.add_commands(sub, connect)
-    account_commands.add_commands(sub, connect)
-    namespace_commands.add_commands(sub, connect)
-    cache_commands.add_commands(sub)
-    operator_commands.add_commands(sub)
-    settings_command.add_commands(sub)
+    group = COMMANDS.get(command) if command is not None else None
+    for module_name, takes_connect in GROUPS:
+        if group is not None and module_name != group:
+            continue
+        module = importlib.import_module(f"registry.cli.{module_name}")
+        if takes_connect:
+            module.add_commands(sub, connect)
+        else:
+            module.add_commands(sub)
     return parser
+
+
+def command_in(argv: list[str]) -> str | None:
+    """The command ``argv`` names (its first word that is neither a global option nor the
+    value of one), or None: no command, or an option this cannot read past."""
+    words = iter(argv)
+    for word in words:
+        if word in _GLOBAL_WITH_VALUE:
+            next(words, None)
+        elif not any(word.startswith(f"{option}=") for option in _GLOBAL_WITH_VALUE):
+            return None if word.startswith("-") else word
+    return None
 
 
 def _resolve_token(args: argparse.Namespace) -> None:
@@ -133,8 +168,6 @@ def _run(args: argparse.Namespace) -> int:
         return int(func(args) or 0)
     except Refused as exc:
         return fail(str(exc), 2)
-    except SettingsError as exc:  # a command that reads REGISTRY_* without its own check
-        return fail(f"bad settings: {exc}", 2)
     except api.ClientError as exc:
         return fail(str(exc) + _auth_hint(args, exc.status))
     except CartonFormatError as exc:
@@ -144,8 +177,13 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(str(exc))
     except Exception as exc:
-        # httpx is imported by the commands that talk to a registry, not here: ``serve``
-        # and the local commands never load it.
+        # Settings and httpx are imported by the commands that use them, not here (a push
+        # reads no REGISTRY_* but its URL, and ``serve`` sends no request): an error of
+        # theirs can only come from a command that loaded them.
+        settings = sys.modules.get("registry.settings")
+        if settings is not None and isinstance(exc, settings.SettingsError):
+            # A command that reads REGISTRY_* without its own check.
+            return fail(f"bad settings: {exc}", 2)
         httpx = sys.modules.get("httpx")
         if httpx is not None and isinstance(exc, httpx.HTTPError):
             return fail(f"talking to {args.url}: {type(exc).__name__}: {exc}")
@@ -164,8 +202,9 @@ def _silence_stdout() -> None:
 def main(argv: list[str] | None = None, *, connect: Connect = registry_client) -> int:
     """Run one command; its exit status (never raises SystemExit)."""
     try:
-        parser = build_parser(connect)
-        if not (sys.argv[1:] if argv is None else argv):  # no command: say what there is
+        words = sys.argv[1:] if argv is None else argv
+        parser = build_parser(connect, command_in(words))
+        if not words:  # no command: say what there is
             parser.print_help()
             sys.stdout.flush()
             return 0

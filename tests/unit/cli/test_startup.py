@@ -89,3 +89,83 @@ def test_other_errors_in_callbacks_are_reported_as_python_reports_them():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.stdout.split() == ["went", "on"]
     assert "Exception ignored" in run.stderr and "ValueError: odd" in run.stderr
+
+
+def _commands(parser) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    (sub,) = (a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return dict(sub.choices)
+
+
+def test_each_command_is_built_by_the_group_the_table_names():
+    """``COMMANDS`` says which module adds each command: building one command's group
+    yields exactly the commands the table gives that module, and every command of the
+    whole parser is in the table (a new command missing from it would fall back to the
+    whole parser, slowly; one named wrongly would be unknown)."""
+    from registry.cli import COMMANDS, GROUPS, build_parser
+
+    every = _commands(build_parser())
+    assert set(every) == set(COMMANDS)
+    assert set(COMMANDS.values()) == {module for module, _ in GROUPS}
+    for command, module in COMMANDS.items():
+        built = _commands(build_parser(command=command))
+        assert set(built) == {name for name, group in COMMANDS.items() if group == module}
+
+
+def test_a_command_built_alone_reads_and_explains_itself_as_in_the_whole_parser():
+    from registry.cli import COMMANDS, build_parser
+
+    every = _commands(build_parser())
+    for command in COMMANDS:
+        alone = _commands(build_parser(command=command))[command]
+        assert alone.format_help() == every[command].format_help(), command  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["push", "m.carton"], "push"),
+        (["--url", "http://r:8080", "--token", "t", "pull", "x"], "pull"),
+        (["--url=http://r:8080", "ls"], "ls"),
+        (["--token"], None),
+        (["--version"], None),
+        (["-h", "push"], None),
+        ([], None),
+        (["pussh", "m.carton"], "pussh"),
+    ],
+)
+def test_the_command_is_the_first_word_past_the_global_options(argv, command):
+    from registry.cli import command_in
+
+    assert command_in(argv) == command
+
+
+def test_a_push_starts_without_the_other_commands_or_the_chunker():
+    """A push builds its own group of commands only: the server's and operators'
+    modules (with the worker's setup and logging handlers) are not imported, nor is the
+    FastCDC chunker while nothing is cut (a re-push)."""
+    code = (
+        "import contextlib, io, sys\n"
+        "from registry.cli import main\n"
+        "with contextlib.redirect_stderr(io.StringIO()):\n"
+        "    assert main(['push', 'no-such.carton']) == 1\n"
+        "print('\\n'.join(sys.modules))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(run.stdout.split())
+    assert "registry.cli.client_commands" in loaded  # the check can fail
+    unwanted = {
+        "registry.cli.server_commands",
+        "registry.cli.operator_commands",
+        "registry.cli.settings_command",
+        "registry.worker",
+        "pyfastcdc",
+    }
+    assert not loaded & unwanted
+
+
+def test_an_unknown_command_is_refused_with_the_whole_list(capsys):
+    from registry.cli import main
+
+    assert main(["pussh", "m.carton"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'pussh'" in err and "'push'" in err and "'serve'" in err
