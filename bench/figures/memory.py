@@ -1,7 +1,7 @@
 """Figure 6: peak memory of a fresh registry moving a large carton; the peer's beside it.
 
-The registry runs at serve's default worker count (one per core), as operators run
-it, and the target (issue 27: < 200 MiB) is on its whole process tree: the sum of
+The registry runs at serve's default worker count (1 since issue 27; one per core
+before), as operators run it, and the target (issue 27: < 200 MiB) is on its whole process tree: the sum of
 VmHWM over the serve process, its workers and uvicorn's multiprocessing helper.
 Beside it: the largest single process, and the peak of the tree's summed VmRSS
 and Pss sampled during the transfer (the peaks of a sum of VmHWM need not
@@ -11,7 +11,6 @@ measurement gets a fresh server, so its VmHWM covers only that transfer.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,8 +36,10 @@ LIMIT = 200 * MiB
 
 
 def default_workers() -> int:
-    """serve's default worker count (registry.cli.server_commands.default_workers)."""
-    return max(1, len(os.sched_getaffinity(0)))
+    """serve's default worker count."""
+    from registry.cli.server_commands import DEFAULT_WORKERS
+
+    return DEFAULT_WORKERS
 
 
 @dataclass
@@ -167,9 +168,9 @@ def measure(b: Bench, s: Section) -> None:
     )
     s.rows.append(Row("peer, pull of the same blob", f"{p_pull.hwm_sum / MiB:.0f} MiB"))
     s.notes.append(
-        f"The registry runs as `carton-registry serve` with no `--workers`: its default, one "
-        f"worker per core ({workers} here), plus the serve process and uvicorn's "
-        "multiprocessing resource tracker, all counted. One measurement each (a fresh server "
+        f"The registry runs as `carton-registry serve` with no `--workers`: its default, "
+        f"{workers} worker(s) (one worker serves in the serve process itself; with more, the "
+        "serve process and uvicorn's multiprocessing resource tracker are counted too). One measurement each (a fresh server "
         "per measurement, so VmHWM covers only it). A sum of RSS counts the interpreter and "
         "libraries once per process; the sampled Pss divides shared pages among them."
     )

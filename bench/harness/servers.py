@@ -241,7 +241,7 @@ def start_registry(
     settings: dict[str, str] | None = None,
 ) -> Server:
     """``carton-registry serve``, as an operator runs it (access log on, into ``log``);
-    ``workers=None``: no ``--workers``, serve's default (one per core); ``settings``:
+    ``workers=None``: no ``--workers``, serve's default (1); ``settings``:
     extra ``REGISTRY_*`` variables."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "PROMETHEUS_"))}

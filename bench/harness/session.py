@@ -143,7 +143,7 @@ class Bench:
         settings: dict[str, str] | None = None,
     ) -> Server:
         """A registry on the run's data dir and database, unless given others;
-        ``workers=None``: serve's default worker count (one per core)."""
+        ``workers=None``: serve's default worker count (1)."""
         return start_registry(
             data_dir or self.work / "registry-data",
             self.logs / f"{label}.log",

@@ -3,7 +3,7 @@
 Both read ``REGISTRY_*`` settings; the ASGI server, the app and the migrations are
 imported only when the command runs, so client commands start fast.
 
-``serve --workers N`` (default: one per core) runs N processes on one socket. The
+``serve --workers N`` (default: 1, see ``DEFAULT_WORKERS``) runs N processes on one socket. The
 database is migrated once, before they start; each worker builds the app from the
 environment (``registry.worker``, outside this package so that a worker does not import
 the command line), where ``serve`` put the public URL. With several
@@ -65,12 +65,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def default_workers() -> int:
-    """One worker per core this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+# One worker by default, as uvicorn, Granian and gunicorn have it. A push already keeps two
+# cores busy from one worker (hashing and cutting run in threads beside the event loop);
+# each further worker is another interpreter with its caches, ~100 MiB, and answers more
+# small requests at once (BENCHMARKS.md figure 5: 1.1-1.7x with a second on two cores).
+# One per core was the default until issue 27: the process tree's peak while moving
+# 2 GiB was 290 MiB at two workers against the issue's 200 MiB. `--workers N` scales out.
+DEFAULT_WORKERS = 1
 
 
 def _multiproc_dir() -> str:
@@ -276,8 +277,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--workers",
         type=int,
-        default=default_workers(),
-        help="worker processes on one socket (default: one per core)",
+        default=DEFAULT_WORKERS,
+        help=f"worker processes on one socket (default: {DEFAULT_WORKERS}; a push already "
+        "uses two cores; each further worker, about 100 MiB more, answers more small "
+        "requests at once: one per core for a read-heavy registry)",
     )
     p.add_argument(
         "--server",

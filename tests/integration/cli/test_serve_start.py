@@ -33,9 +33,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve_until_ready(installed: InstalledCli, port: int) -> tuple[int, str]:
-    """Start ``serve``, wait for readiness, stop it with Ctrl-C: (exit status, stderr)."""
-    proc = installed.start("serve", "--port", str(port), "--workers", "1")
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task")
+    return [int(c) for task in tasks.iterdir() for c in (task / "children").read_text().split()]
+
+
+def serve_until_ready(
+    installed: InstalledCli, port: int, *options: str, children: list[int] | None = None
+) -> tuple[int, str]:
+    """Start ``serve``, wait for readiness, stop it with Ctrl-C: (exit status, stderr);
+    ``children`` receives the serve process's child processes while it was ready."""
+    proc = installed.start("serve", "--port", str(port), *options)
     deadline = time.monotonic() + 120
     try:
         while True:
@@ -43,6 +51,8 @@ def serve_until_ready(installed: InstalledCli, port: int) -> tuple[int, str]:
             assert time.monotonic() < deadline, "serve never became ready"
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/healthz?ready=1").status_code == 200:
+                    if children is not None:
+                        children.extend(_children(proc.pid))
                     break
             except httpx.TransportError:
                 pass
@@ -55,10 +65,14 @@ def serve_until_ready(installed: InstalledCli, port: int) -> tuple[int, str]:
 
 
 def test_the_banner_names_the_database_blob_store_and_absolute_data_folder(installed):
+    """With no --workers: serve's default, one worker, serving in the serve process
+    itself (no child: the whole server is one interpreter, issue 27's memory target)."""
     data = installed.cwd.resolve() / "data"
     port = free_port()
-    code, err = serve_until_ready(installed, port)
+    children: list[int] = []
+    code, err = serve_until_ready(installed, port, children=children)
     assert code == 0, err
+    assert children == []
     assert err.splitlines()[:4] == [
         f"carton registry on http://127.0.0.1:{port} (public URL http://127.0.0.1:{port}), "
         "1 uvicorn worker(s)",
