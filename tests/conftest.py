@@ -83,10 +83,18 @@ def postgres_url() -> Iterator[str]:
         admin.dispose()
 
 
-def truncate_all(engine: Engine) -> None:
-    tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+def empty_all_tables(engine: Engine) -> None:
+    """Every row deleted, children first, and the sequences restarted: what TRUNCATE ...
+    RESTART IDENTITY did, at a fifth of its cost on tables this small (TRUNCATE makes new
+    files for every table and index: 61 ms against 10-13 ms, after each Postgres test)."""
     with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+        for table in reversed(Base.metadata.sorted_tables):
+            conn.execute(table.delete())
+        sequences = conn.execute(
+            text("SELECT sequencename FROM pg_sequences WHERE schemaname = current_schema()")
+        ).scalars()
+        for sequence in list(sequences):
+            conn.execute(text(f'ALTER SEQUENCE "{sequence}" RESTART'))
 
 
 @pytest.fixture(scope="session")
@@ -149,7 +157,7 @@ def registry_ctx(settings: Settings) -> Iterator[RegistryContext]:
         yield ctx
     finally:
         if settings.database_url.startswith("postgresql"):
-            truncate_all(ctx.engine)
+            empty_all_tables(ctx.engine)
         ctx.close()
 
 
@@ -202,7 +210,7 @@ def live_server(request: pytest.FixtureRequest, live_settings: Settings) -> Iter
     finally:
         server.close()
         if live_settings.database_url.startswith("postgresql"):
-            truncate_all(ctx.engine)
+            empty_all_tables(ctx.engine)
         ctx.close()
 
 
