@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import shutil
-import struct
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,8 +31,8 @@ from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from registry.db.tables import Blob, BlobSegment, CartonFile, Pack
+from registry.services.chunkstore.layout import TABLE_ENTRY as _RECORD
 
-_RECORD = struct.Struct(">32sI")  # a pack-table entry (``chunkstore.layout``'s)
 ENTRY = _RECORD.size
 GROUP_RECORDS = 1 << 15  # records one group holds in memory (a dict of them: ~5 MiB)
 SPOOL_BYTES = 1 << 20  # records held before spilling to the partition files (29k records)
@@ -159,9 +158,6 @@ class ChunkSpool:
             for record in _RECORD.iter_unpack(self._pending):
                 if lo <= record[0][0] < hi:
                     yield record
-
-    def load(self, lo: int, hi: int) -> list[Record]:
-        return list(self.read(lo, hi))
 
     def distinct(self, sample_size: int) -> tuple[int, list[str]]:
         """(bytes of the distinct chunks, hex names of the ``sample_size`` smallest digests)."""

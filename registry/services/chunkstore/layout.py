@@ -6,7 +6,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-_TABLE_ENTRY = struct.Struct(">32sI")
+TABLE_ENTRY = struct.Struct(">32sI")  # a pack chunk table entry: BLAKE3 digest, length
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +48,12 @@ class FileLayout:
 
 
 def pack_table_entry(digest_hex: str, length: int) -> bytes:
-    return _TABLE_ENTRY.pack(bytes.fromhex(digest_hex), length)
+    return TABLE_ENTRY.pack(bytes.fromhex(digest_hex), length)
 
 
 def parse_pack_table(table: bytes) -> list[tuple[str, int]]:
     """(BLAKE3 hex, length) of every chunk of a pack, in pack order."""
-    return [(d.hex(), n) for d, n in _TABLE_ENTRY.iter_unpack(table)]
+    return [(d.hex(), n) for d, n in TABLE_ENTRY.iter_unpack(table)]
 
 
 class Segments:

@@ -58,9 +58,9 @@ def test_spool_reads_back_every_record_by_first_byte(monkeypatch):
         groups = list(spool.groups())
         assert groups[0][0] == 0 and groups[-1][1] == 256
         assert all(a[1] == b[0] for a, b in itertools.pairwise(groups))
-        back = [(d.hex(), n) for lo, hi in groups for d, n in spool.load(lo, hi)]
+        back = [(d.hex(), n) for lo, hi in groups for d, n in spool.read(lo, hi)]
         for lo, hi in groups:
-            assert all(lo <= d[0] < hi for d, _ in spool.load(lo, hi))
+            assert all(lo <= d[0] < hi for d, _ in spool.read(lo, hi))
         assert sorted(back) == sorted((r[:32].hex(), int.from_bytes(r[32:])) for r in records)
         assert sum(spool.counts) == 500
         with pytest.raises(ValueError, match="36 bytes"):
