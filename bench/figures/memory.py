@@ -1,8 +1,9 @@
 """Figure 6: peak memory of a fresh registry moving a large carton; the peer's beside it.
 
 The registry runs at serve's default worker count (1 since issue 27; one per core
-before), as operators run it, and the target (issue 27: < 200 MiB) is on its whole process tree: the sum of
-VmHWM over the serve process, its workers and uvicorn's multiprocessing helper.
+before), as operators run it, and the target (issue 27: < 200 MiB) is on its whole
+process tree: the sum of VmHWM over the serve process, its workers and uvicorn's
+multiprocessing helper (one worker serves in the serve process itself).
 Beside it: the largest single process, and the peak of the tree's summed VmRSS
 and Pss sampled during the transfer (the peaks of a sum of VmHWM need not
 coincide; Pss divides shared pages among the processes mapping them). Each
@@ -170,9 +171,10 @@ def measure(b: Bench, s: Section) -> None:
     s.notes.append(
         f"The registry runs as `carton-registry serve` with no `--workers`: its default, "
         f"{workers} worker(s) (one worker serves in the serve process itself; with more, the "
-        "serve process and uvicorn's multiprocessing resource tracker are counted too). One measurement each (a fresh server "
-        "per measurement, so VmHWM covers only it). A sum of RSS counts the interpreter and "
-        "libraries once per process; the sampled Pss divides shared pages among them."
+        "serve process and uvicorn's multiprocessing resource tracker are counted too). One "
+        "measurement each (a fresh server per measurement, so VmHWM covers only it). A sum "
+        "of RSS counts the interpreter and libraries once per process; the sampled Pss "
+        "divides shared pages among them."
     )
     s.facts.update(
         rss_workers=workers,
