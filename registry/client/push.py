@@ -62,6 +62,9 @@ class PushPlan:
     linked: list[str]
     verify: list[tuple[str, str, int]] = field(default_factory=list)
     verified_before: bool = False  # this very file was verified by an earlier push
+    # The registry was not asked what it lacks (``presumed_plan``): every file is taken as
+    # stored, and the slim POST's 400 names what is not.
+    presumed: bool = False
 
     @property
     def upload_bytes(self) -> int:
@@ -79,14 +82,28 @@ class PushPlan:
 
 
 def plan_push(client: RegistryClient, archive: CartonArchive) -> PushPlan:
+    """The plan from the registry's answer to ``blobs/missing``."""
+    distinct = dict.fromkeys(entry.sha256 for entry in archive.manifest)
+    return _plan(archive, set(client.missing_blobs(distinct)))
+
+
+def presumed_plan(archive: CartonArchive) -> PushPlan:
+    """The plan of a re-push that does not ask (one round trip fewer): every file presumed
+    stored. The slim POST checks that anyway and answers 400 with the files it lacks,
+    which ``_push_slim`` then uploads, as it does for files GC took after the question."""
+    plan = _plan(archive, set())
+    plan.presumed = True
+    return plan
+
+
+def _plan(archive: CartonArchive, wanted: set[str]) -> PushPlan:
+    """The plan given the files the registry lacks (``wanted``)."""
     by_sha: dict[str, list[str]] = {}
     for entry in archive.manifest:
         by_sha.setdefault(entry.sha256, []).append(entry.path)
-    missing = client.missing_blobs(by_sha)
     uploads: list[tuple[str, str, int]] = []
     linked: list[str] = []
     verify: list[tuple[str, str, int]] = []
-    wanted = set(missing)
     for sha, paths in by_sha.items():
         present = [p for p in paths if p in archive.members]
         if sha in wanted and not present:
@@ -97,6 +114,16 @@ def plan_push(client: RegistryClient, archive: CartonArchive) -> PushPlan:
             present = present[1:]
         verify.extend((sha, p, archive.member_size(p)) for p in present)
     return PushPlan(archive.manifest_sha256, len(by_sha), uploads, linked, verify)
+
+
+def _may_presume(archive: CartonArchive, path: Path, verified: VerifiedCartons | None) -> bool:
+    """Whether a push may skip asking what the registry lacks: this very file was verified
+    by an earlier push (so it is most likely a re-push), and it has no LINKS (the registry
+    would fetch a file it lacks through LINKS instead of saying so; asking first lets the
+    client upload what it holds)."""
+    if verified is None or LINKS_NAME in archive.members:
+        return False
+    return verified.verified(path, archive.manifest_sha256)
 
 
 def _verified(reader: MemberReader, path: Path, member: str, sha256: str) -> Iterator[bytes]:
@@ -223,6 +250,20 @@ def _verify_all(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _not_stored_after_all(
+    plan: PushPlan, outcome: PushOutcome, lacking: list[tuple[str, str, int]]
+) -> None:
+    """Count files the plan took as stored, and the POST found missing, as uploads: the
+    summary's "already in the registry" and the progress bar's total follow."""
+    for upload in lacking:
+        if upload in plan.verify:
+            plan.verify.remove(upload)
+            outcome.tally.add(reused=-upload[2])
+        if upload not in plan.uploads:  # GC may take a file again after it was sent
+            plan.uploads.append(upload)
+    outcome.already_stored = plan.distinct - len(plan.uploads) - len(plan.linked)
+
+
 class _Collected(Exception):
     """What this push sent or was told is stored kept being collected by GC."""
 
@@ -328,8 +369,14 @@ def _push_slim(
 
     ``naming``: the push's model, tag and namespace parameters."""
     model, tag, namespace = naming
-    plan = plan_push(client, archive)
-    plan.verified_before = verified is not None and verified.verified(path, plan.manifest_sha256)
+    if _may_presume(archive, path, verified):
+        plan = presumed_plan(archive)
+        plan.verified_before = True
+    else:
+        plan = plan_push(client, archive)
+        plan.verified_before = verified is not None and verified.verified(
+            path, plan.manifest_sha256
+        )
     if on_plan is not None:
         on_plan(plan)
     outcome = PushOutcome(plan.manifest_sha256, {}, linked=plan.linked)
@@ -344,7 +391,9 @@ def _push_slim(
     try:
         sender.send(plan.uploads)
         body = slim_zip(archive)
-        for attempt in range(RECOVERY_ATTEMPTS + 1):
+        # A presumed plan's first 400 only answers the question it did not ask: not GC's doing.
+        rounds = RECOVERY_ATTEMPTS + (1 if plan.presumed else 0)
+        for attempt in range(rounds + 1):
             try:
                 outcome.response = client.post_carton(
                     [body], len(body), model=model, tag=tag, namespace=namespace
@@ -355,11 +404,14 @@ def _push_slim(
                 lacking = _uploads_for(archive, exc.missing)
                 if exc.status != 400 or not lacking:
                     raise
-                if attempt == RECOVERY_ATTEMPTS:
+                if attempt == rounds:
                     raise _Collected(
                         f"the registry's garbage collector took {len(lacking)} file(s) this "
                         f"push relied on, {RECOVERY_ATTEMPTS + 1} times over"
                     ) from exc
+                _not_stored_after_all(plan, outcome, lacking)
+                if on_plan is not None:
+                    on_plan(plan)
                 sender.send(lacking)
     except ClientError as exc:
         if exc.status == 400 and exc.missing_chunks:  # still lacking after ASSEMBLE_ROUNDS

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import FIXTURE_CARTONS, fixture_carton
@@ -37,8 +38,15 @@ def test_push_prints_manifest_hash_and_repush_uploads_nothing(cli, live_server, 
     assert again.last_line == expected
     client = again.client
     assert client.count("PUT") == 0
+    # The file was verified by the first push: one request, the slim POST, and no question.
+    assert client.requests == [("POST", "/api/v1/cartons")]
     assert "uploaded 0 blob(s)" in again.out
     assert "(nothing new)" in again.out
+
+    unverified = cli("push", "--no-cache", str(carton), "--url", live_server.url)
+    assert unverified.code == 0, unverified.err
+    assert unverified.client.count("POST", "/api/v1/blobs/missing") == 1
+    assert unverified.out == again.out  # the same summary either way
 
 
 def test_push_full_sends_the_file_as_is(cli, live_server):
@@ -59,6 +67,44 @@ def test_push_after_a_similar_carton_uploads_only_new_blobs(cli, live_server):
     assert run.code == 0, run.err
     assert run.last_line == manifest_hash(slim)
     assert run.client.count("PUT") == 0
+
+
+def test_a_verified_carton_with_links_still_asks_what_is_missing(cli, live_server):
+    # The registry fetches what it lacks through LINKS rather than saying so: asked first,
+    # the client uploads what the zip holds instead.
+    full, slim = fixture_carton("03"), fixture_carton("05")
+    assert cli("push", str(full), "--url", live_server.url).code == 0
+    assert cli("push", str(slim), "--url", live_server.url).code == 0
+    again = cli("push", str(slim), "--url", live_server.url)
+    assert again.code == 0, again.err
+    assert again.client.count("POST", "/api/v1/blobs/missing") == 1
+
+
+def test_a_verified_carton_the_registry_lost_is_uploaded_after_the_post_says_so(
+    cli, live_server, tmp_path
+):
+    from registry.services.deletes import delete_version
+    from registry.services.gc import collect_garbage
+    from tests.helpers import make_carton
+
+    weights = os.urandom(300_000)
+    path = tmp_path / "lost.carton"
+    path.write_bytes(make_carton({"model/w.bin": weights}, model_name="lost"))
+    assert cli("push", str(path), "--url", live_server.url).code == 0  # verified now
+    delete_version(live_server.ctx, "lost", 1)
+    collect_garbage(live_server.ctx, grace_seconds=0)  # the registry holds none of it
+
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert run.last_line == manifest_hash(path)
+    client = run.client
+    assert client.count("POST", "/api/v1/blobs/missing") == 0
+    assert client.count("POST", "/api/v1/cartons") == 2  # a 400 naming w.bin, then the push
+    assert "(nothing new)" not in run.out
+    # carton.toml rides in the slim zip; the weights were uploaded once the POST named them.
+    assert "uploaded 1 blob(s), 293 KiB; 1 already in the registry" in run.out, run.out
+    assert "sent 293 KiB of 293 KiB" in run.out, run.out
+    assert httpx.get(f"{live_server.url}/blobs/{sha256_hex(weights)}").content == weights
 
 
 def test_push_with_tag_and_model_name(cli, live_server):
