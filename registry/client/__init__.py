@@ -11,8 +11,7 @@ the cartons already verified), ``files`` (client read limits, atomic output),
 ``credentials`` (the tokens ``login`` saves, one per registry URL), ``lineage``
 (diffs of two cartons, a carton's lineage).
 
-It may import ``registry.carton``, httpx, the ``DEFAULT_PORT`` of
-``registry.settings`` (a leaf module) and ``registry.chunking`` (pure:
+It may import ``registry.carton``, httpx and ``registry.chunking`` (pure:
 the client cuts files exactly as the registry does); never ``services/``,
 ``http/`` or ``cli/``, so pushing or pulling loads no database driver or web
 framework. The CLI (``registry.cli``) is a thin layer over it; scripts can use it

@@ -216,6 +216,8 @@ class VerifiedCartons:
             if (key := self._key(carton)) != checked:
                 return
             entries = self._load()
+            if list(entries.items())[-1:] == [(key, manifest_sha256)]:
+                return  # a re-push of the newest entry: nothing to write
             entries.pop(key, None)
             entries[key] = manifest_sha256  # newest last
             kept = dict(list(entries.items())[-VERIFIED_KEPT:])

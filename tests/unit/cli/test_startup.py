@@ -150,6 +150,7 @@ def test_a_push_starts_without_the_other_commands_or_the_chunker():
         "registry.cli.operator_commands",
         "registry.cli.settings_command",
         "registry.worker",
+        "registry.settings",  # a push reads no REGISTRY_* but its URL and token
         "pyfastcdc",
     }
     assert not loaded & unwanted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -119,6 +120,26 @@ def test_only_the_latest_verified_cartons_are_kept(tmp_path):
         cartons.append(carton)
     assert not verified.verified(cartons[0], "m0")
     assert verified.verified(cartons[-1], f"m{VERIFIED_KEPT}")
+
+
+def test_remembering_the_newest_entry_again_writes_nothing(tmp_path):
+    """A re-push of the last carton pushed leaves the record as it is; another carton
+    pushed in between moves it back to the end (the oldest are forgotten first)."""
+    record = tmp_path / "verified.json"
+    verified = VerifiedCartons(record)
+    a, b = tmp_path / "a.carton", tmp_path / "b.carton"
+    a.write_bytes(b"a")
+    b.write_bytes(b"b")
+    verified.remember(a, "ma", verified.state(a))
+    written = record.stat()
+    verified.remember(a, "ma", verified.state(a))
+    assert record.stat().st_ino == written.st_ino  # not replaced by a new file
+    assert record.stat().st_mtime_ns == written.st_mtime_ns
+    verified.remember(b, "mb", verified.state(b))
+    verified.remember(a, "ma", verified.state(a))
+    assert list(json.loads(record.read_text()).values()) == ["mb", "ma"]
+    verified.remember(a, "ma2", verified.state(a))  # same file, another manifest: written
+    assert verified.verified(a, "ma2") and not verified.verified(a, "ma")
 
 
 def test_an_unreadable_record_counts_as_nothing_verified(tmp_path):

@@ -56,3 +56,12 @@ def test_an_unknown_name_of_the_client_is_an_attribute_error():
         api.push_everything  # noqa: B018
     with pytest.raises(ImportError):
         exec("from registry.client import push_everything")
+
+
+def test_the_clients_default_port_is_the_one_serve_listens_on():
+    """``urls`` keeps its own copy, so that a push does not import the settings module."""
+    from registry.client import urls
+    from registry.settings import DEFAULT_PORT
+
+    assert urls.DEFAULT_PORT == DEFAULT_PORT
+    assert urls.DEFAULT_URL.endswith(f":{DEFAULT_PORT}")
