@@ -37,11 +37,48 @@ def _interrupt_soon() -> None:
 
 
 def main() -> int:
+    """The console script: run the command, then end the process without the interpreter's
+    teardown (``exit_now``); the status is returned only when that was not safe."""
+    code = run_command()
+    exit_now(code)
+    return code
+
+
+def run_command() -> int:
+    """The command's exit status, the process left running: for callers in the same process
+    (tests), and what ``main`` runs."""
     previous, sys.unraisablehook = sys.unraisablehook, interrupt_again
     try:
         return _load_and_run()
     finally:
         sys.unraisablehook = previous  # for a caller in the same process (tests)
+
+
+def exit_now(code: int) -> None:
+    """End the process with ``code`` now, when no other thread runs (else return).
+
+    The interpreter's teardown frees every module and object one by one: for a re-push,
+    whose command is done in a few milliseconds once its 320 modules are loaded, that was
+    20 ms of its 0.14 s of CPU (0.13 -> 0.11 s with os._exit, median of 25 runs). What
+    of the teardown matters runs first: atexit functions (logging's flush, weakref
+    finalizers such as a temporary folder's cleanup), then stdout and stderr are flushed.
+    Every file the commands write is closed by then (``with`` blocks, atomic renames).
+    """
+    import threading
+
+    if threading.active_count() > 1:  # a thread still at work: let the normal exit wait
+        return
+    import atexit
+    import os
+
+    try:
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except BaseException:  # e.g. stdout closed early: the normal exit reports it as usual
+        return
+    os._exit(code)
 
 
 def _load_and_run() -> int:

@@ -240,7 +240,7 @@ def test_ctrl_c_while_the_command_line_loads(monkeypatch, capsys):
 
     monkeypatch.delitem(sys.modules, "registry.cli", raising=False)
     monkeypatch.setattr(builtins, "__import__", interrupted)
-    assert script.main() == 130
+    assert script.run_command() == 130
     assert capsys.readouterr().err == "interrupted\n"
 
 

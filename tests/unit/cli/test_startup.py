@@ -46,9 +46,9 @@ def test_the_script_does_not_load_httpxs_own_command_line_client():
     code = (
         "import contextlib, io, sys\n"
         "sys.argv = ['carton-registry', '--help']\n"
-        "from registry.script import main\n"
+        "from registry.script import run_command\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-        "    main()\n"
+        "    run_command()\n"
         "import httpx\n"
         "print(sys.modules.get('httpx._main'), 'click' in sys.modules, callable(httpx.main))\n"
     )
@@ -162,3 +162,39 @@ def test_an_unknown_command_is_refused_with_the_whole_list(capsys):
     assert main(["pussh", "m.carton"]) == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'pussh'" in err and "'push'" in err and "'serve'" in err
+
+
+_EXIT_NOW = (
+    "import atexit, sys, threading\n"
+    "from registry.script import exit_now\n"
+    "class Held:\n"
+    "    def __del__(self):\n"
+    "        print('teardown', flush=True)\n"
+    "held = Held()\n"
+    "atexit.register(lambda: sys.stdout.write('atexit ran;'))\n"
+    "sys.stdout.write('output;')\n"  # still in the buffer: stdout is a pipe
+    "{before}"
+    "exit_now(3)\n"
+    "print('returned', end=';')\n"
+    "{after}"
+)
+
+
+def test_the_script_ends_without_the_interpreters_teardown():
+    """Output still buffered and atexit functions survive; the teardown (that would collect
+    ``held``) is skipped, and the status is the command's."""
+    code = _EXIT_NOW.format(before="", after="")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 3
+    assert run.stdout == "output;atexit ran;"
+
+
+def test_the_script_exits_as_usual_while_another_thread_runs():
+    code = _EXIT_NOW.format(
+        before="go = threading.Event()\nthreading.Thread(target=go.wait).start()\n",
+        after="go.set()\n",
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0
+    assert run.stdout.startswith("output;returned;")  # then the usual exit: atexit, teardown
+    assert "atexit ran;" in run.stdout and "teardown" in run.stdout
