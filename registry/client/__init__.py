@@ -1,15 +1,14 @@
 """The Python client of the registry's REST API, and the transfers built on it.
 
-What lives here: ``transport`` (``RegistryClient`` over httpx, ``ClientError``
-and how error bodies are decoded, ``Tally``), ``references`` (``parse_ref``,
-``resolve``: hashes, ``sha256:`` and hash prefixes, names, versions, tags),
-``push`` (plan, local verification, slim zip, upload), ``chunks`` (large files
-sent as the chunks the registry lacks), ``pull`` (download and verify),
-``hydrate`` (slim to full, fetching LINKS from any host), ``blobfetch`` (one
-file, from the chunks the local cache lacks), ``cache`` (the local chunk cache and
-the cartons already verified), ``files`` (client read limits, atomic output),
-``credentials`` (the tokens ``login`` saves, one per registry URL), ``lineage``
-(diffs of two cartons, a carton's lineage).
+What lives here: ``transport`` (``RegistryClient`` over httpx, ``ClientError`` and how
+error bodies are decoded, ``Tally``), ``references`` (``parse_ref``, ``resolve``:
+hashes, ``sha256:`` and hash prefixes, names, versions, tags), ``plan`` (what a push
+sends), ``push`` (local verification, slim zip, upload), ``chunks`` (large files sent as
+the chunks the registry lacks), ``pull`` (download and verify), ``hydrate`` (slim to
+full, fetching LINKS from any host), ``blobfetch`` (one file, from the chunks the local
+cache lacks), ``cache`` (the local chunk cache and the cartons already verified),
+``files`` (client read limits, atomic output), ``credentials`` (the tokens ``login``
+saves, one per registry URL), ``lineage`` (diffs of two cartons, a carton's lineage).
 
 It may import ``registry.carton``, httpx and ``registry.chunking`` (pure:
 the client cuts files exactly as the registry does); never ``services/``,
@@ -34,8 +33,9 @@ if TYPE_CHECKING:
     from registry.client.files import CLIENT_LIMITS, OutputExists
     from registry.client.hydrate import fetch_verified, hydrate_carton
     from registry.client.lineage import get_diff, get_lineage
+    from registry.client.plan import PushPlan, plan_push
     from registry.client.pull import pull_carton, verify_manifest
-    from registry.client.push import PushOutcome, PushPlan, plan_push, push_carton, slim_zip
+    from registry.client.push import PushOutcome, push_carton, slim_zip
     from registry.client.references import get_model, parse_ref, resolve
     from registry.client.transport import Progress, RegistryClient, Tally
     from registry.client.urls import DEFAULT_URL, check_registry_url, default_url
@@ -52,7 +52,7 @@ _MODULE_OF = {
     "OutputExists": "files",
     "Progress": "transport",
     "PushOutcome": "push",
-    "PushPlan": "push",
+    "PushPlan": "plan",
     "RegistryClient": "transport",
     "Tally": "transport",
     "VerifiedCartons": "cache",
@@ -64,7 +64,7 @@ _MODULE_OF = {
     "get_model": "references",
     "hydrate_carton": "hydrate",
     "parse_ref": "references",
-    "plan_push": "push",
+    "plan_push": "plan",
     "pull_carton": "pull",
     "push_carton": "push",
     "resolve": "references",
