@@ -69,17 +69,7 @@ def index_carton(
     if name is None:
         # Unnamed push of a carton already versioned under a name (given by ?model= then):
         # the answer names that first version, as a re-push answers the same name and version.
-        first = session.execute(
-            select(Model.name, Version.version)
-            .join(Model, Model.id == Version.model_id)
-            .where(
-                Version.manifest_sha256 == manifest.sha256,
-                Model.namespace.not_in(sorted(hidden_namespaces(session))),
-            )
-            .order_by(Version.id)
-            .limit(1)
-        ).first()
-        return created, (first[0] if first else None), (first[1] if first else None)
+        return (created, *_first_version(session, manifest.sha256))
     model = _get_or_create_model(session, name)
     version = session.scalar(
         select(Version).where(
@@ -104,6 +94,39 @@ def index_carton(
             existing.version_id = version.id
             existing.updated_at = utcnow()
     return created, name, version.version
+
+
+def _first_version(session: Session, manifest_sha256: str) -> tuple[str | None, int | None]:
+    """(model name, version) of the carton's first version the caller may see, else Nones."""
+    first = session.execute(
+        select(Model.name, Version.version)
+        .join(Model, Model.id == Version.model_id)
+        .where(
+            Version.manifest_sha256 == manifest_sha256,
+            Model.namespace.not_in(sorted(hidden_namespaces(session))),
+        )
+        .order_by(Version.id)
+        .limit(1)
+    ).first()
+    return (first[0], first[1]) if first else (None, None)
+
+
+def indexed_version(
+    session: Session, manifest_sha256: str, name: str | None
+) -> tuple[str | None, int | None] | None:
+    """What ``index_carton`` would answer (name, version) for a carton it already holds under
+    ``name``, without a tag: nothing to write. None when it would write (a new carton, model
+    or version)."""
+    if session.get(Carton, manifest_sha256) is None:
+        return None
+    if name is None:
+        return _first_version(session, manifest_sha256)
+    version = session.scalar(
+        select(Version.version)
+        .join(Model, Model.id == Version.model_id)
+        .where(Model.name == name, Version.manifest_sha256 == manifest_sha256)
+    )
+    return None if version is None else (name, version)
 
 
 def _get_or_create_model(session: Session, name: str) -> Model:

@@ -17,6 +17,7 @@ from registry.carton.paths import CARTON_TOML, TENSOR_INDEX
 from registry.carton.streams import Readable
 from registry.carton.tensor_data import parse_tensor_index
 from registry.carton.validate import MAX_STRING_TENSOR_CHECK, tensor_problems
+from registry.carton.zipstream import StreamedCarton
 from registry.errors import (
     ArchiveTooLarge,
     InvalidCarton,
@@ -39,6 +40,7 @@ from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
 from registry.services.ingest.index import index_carton
 from registry.services.ingest.receive import Received, receive
+from registry.services.ingest.repush import answer_from_index, read_ahead
 from registry.services.ingest.resolve import resolve_missing
 from registry.services.leases import Lease, lock_blobs_shared
 from registry.services.lineage import record_after_push
@@ -103,19 +105,41 @@ def ingest_stream(
     if namespace is not None:
         check_may_push_into(ctx, namespace)
     started = time.monotonic()
-    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
-        packs = PackSession(ctx, lease)
-        try:
-            result = _push(ctx, source, packs, lease, model_name, tag, namespace)
-        except BaseException:
-            packs.discard()
-            raise
+    body, source = read_ahead(source)  # a small body whole, for a re-push's reads-only answer
+    found = answer_from_index(ctx, body, model_name, tag, namespace) if body else None
+    if found is not None:
+        result = _repushed(*found)
+    else:
+        with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+            packs = PackSession(ctx, lease)
+            try:
+                result = _push(ctx, source, packs, lease, model_name, tag, namespace)
+            except BaseException:
+                packs.discard()
+                raise
     lineage_started = time.monotonic()
     record_after_push(ctx, result.manifest_sha256)
     result.lineage_seconds = time.monotonic() - lineage_started
     result.seconds = time.monotonic() - started
     notify(ctx.observers.push, result)
     return result
+
+
+def _repushed(
+    name: str | None, version: int | None, carton: StreamedCarton, files: dict[str, StoredFile]
+) -> PushResult:
+    """The answer to a re-push found in the index (``repush``): nothing new, nothing stored."""
+    entries = carton.manifest.entries
+    total = sum(files[e.sha256].size for e in entries)
+    return PushResult(
+        manifest_sha256=carton.manifest.sha256,
+        model_name=name,
+        version=version,
+        files=len(entries),
+        bytes_total=total,
+        bytes_new=0,
+        bytes_deduplicated=total,
+    )
 
 
 INDEX_ATTEMPTS = 3
@@ -140,7 +164,7 @@ def _push(
         raise InvalidCarton("MANIFEST has no carton.toml entry")
     written = _written_files(received)
     known, lost = _known_files(ctx, lease, {e.sha256 for e in manifest.entries})
-    hidden, carton_hidden = _hidden_files(ctx, known, manifest.sha256)
+    hidden, carton_hidden = hidden_files(ctx, known, manifest.sha256)
     paths = {e.sha256: e.path for e in reversed(manifest.entries)}
     missing = {
         sha: path
@@ -158,9 +182,9 @@ def _push(
         for path, source in received.carton.sources.items()
         if source in received.captured
     }
-    config, toml_bytes = _check_content(ctx, manifest, files, captured)
-    name = _choose_name(config, model_name, tag, namespace)
-    _check_may_push(ctx, name)
+    config, toml_bytes = check_content(ctx, manifest, files, captured)
+    name = choose_name(config, model_name, tag, namespace)
+    check_may_push(ctx, name)
     sizes = {sha: f.size for sha, f in files.items()}
     replaced = lost & written.keys()
     new, created, name, version = _index(
@@ -223,7 +247,7 @@ def _known_files(
     return known, (set(whole) - stored_subset(ctx, whole)) | damaged
 
 
-def _hidden_files(
+def hidden_files(
     ctx: RegistryContext, known: dict[str, StoredFile], manifest_sha256: str
 ) -> tuple[set[str], bool]:
     """Of the indexed files, those stored for others only (``private_dedup``): not there
@@ -281,7 +305,7 @@ def _bytes_stored(written: dict[str, FileLayout], added: set[str], created: set[
     )
 
 
-def _check_content(
+def check_content(
     ctx: RegistryContext,
     manifest: Manifest,
     files: dict[str, StoredFile],
@@ -321,17 +345,17 @@ def _check_content(
 
 def check_may_push_into(ctx: RegistryContext, namespace: str) -> None:
     """The caller may push into ``namespace`` (which must exist and be visible to it)."""
-    _check_may_push(ctx, f"{validate_namespace(namespace)}/-")
+    check_may_push(ctx, f"{validate_namespace(namespace)}/-")
 
 
-def _check_may_push(ctx: RegistryContext, name: str | None) -> None:
+def check_may_push(ctx: RegistryContext, name: str | None) -> None:
     """The caller may push this name (unnamed: into the root namespace)."""
     with ctx.sessions() as session:
         namespace = require_namespace(session, name) if name is not None else ""
         require_write(session, namespace, "push", name or "")
 
 
-def _choose_name(
+def choose_name(
     config: CartonConfig, model_name: str | None, tag: str | None, namespace: str | None = None
 ) -> str | None:
     """carton.toml's model_name, else ``?model=``; a ``?model=`` naming another model is a
