@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import io
+import time
 import zipfile
 from collections.abc import Mapping
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from registry.carton.links import parse_links, write_links
 from registry.carton.manifest import build_manifest, parse_manifest
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
-from registry.db.tables import Blob, CartonFile
+from registry.db.tables import Blob, CartonFile, UploadLease
 from registry.services.chunkstore.reader import load_files
 from registry.services.context import RegistryContext
 
@@ -147,3 +148,15 @@ def referenced(ctx: RegistryContext) -> set[str]:
     """The digests some carton file names."""
     with ctx.sessions() as s:
         return set(s.scalars(select(CartonFile.blob_sha256).distinct()))
+
+
+def pushes_settled(ctx: RegistryContext, timeout: float = 30.0) -> None:
+    """Wait until no push holds a lease: an upload the client cut short has kept what it
+    will keep (the server finishes after the client has gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with ctx.sessions() as session:
+            if not session.scalar(select(func.count()).select_from(UploadLease)):
+                return
+        time.sleep(0.05)
+    raise AssertionError("a push still holds its lease")

@@ -167,6 +167,46 @@ def records_size(chunks: list[Chunk]) -> int:
     return sum(_RECORD.size + len(data) for _, data in chunks)
 
 
+PROBE_WINDOWS = 4
+PROBE_BYTES = MiB
+"""A probe cuts this many windows of this many bytes, spread over the file."""
+PROBE_SKIP = 2
+"""Chunks a window not at the file's start drops before its cuts are taken as the whole
+file's (FastCDC falls in step with a cut from the start after a chunk or two)."""
+
+
+def probe_names(params: ChunkParams, source: Source, size: int) -> list[str]:
+    """Names of a few chunks of a file, as a cut of the whole file would name them, from
+    ``PROBE_WINDOWS`` windows spread over it (only the first of a streamed, compressed
+    member). If the registry holds none of them, it holds nothing of the file: not a
+    version of it with some regions changed, not the part an interrupted upload left.
+    Such a file goes whole and the registry cuts it (no cutting and naming here, on cores
+    the registry shares on one machine); any other goes as the chunks it lacks."""
+    windows: list[tuple[int, bytes | memoryview]]
+    if isinstance(source, memoryview):
+        starts = sorted({size * k // PROBE_WINDOWS for k in range(PROBE_WINDOWS)})
+        windows = [(start, source[start : start + PROBE_BYTES]) for start in starts]
+    else:
+        pieces, head = iter(source), bytearray()
+        try:
+            while len(head) < PROBE_BYTES and (piece := next(pieces, None)) is not None:
+                head += piece
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()  # the member's reader with it
+        windows = [(0, bytes(head[:PROBE_BYTES]))]
+    names: list[str] = []
+    for start, window in windows:
+        cuts = list(params.fastcdc().cut_buf(window)) if len(window) else []
+        if start + len(window) < size:
+            cuts = cuts[:-1]  # cut by the window's end, not by the content
+        if start > 0:
+            cuts = cuts[PROBE_SKIP:]
+        names += (chunk_hash(window[c.offset : c.offset + c.length]) for c in cuts)
+    return list(dict.fromkeys(names))
+
+
 def as_pieces(source: Source) -> Iterator[bytes]:
     """A file's bytes as pieces of about ``READ_BYTES``, whatever form it is at hand in."""
     if isinstance(source, memoryview):

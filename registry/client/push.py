@@ -1,7 +1,10 @@
 """Push: ask which files the registry lacks, upload those, then post a slim zip.
 
 Files of at most the registry's ``min_file_bytes`` are uploaded whole; larger
-ones as the chunks the registry lacks (``registry.client.chunks``). The slim zip
+ones as the chunks the registry lacks (``registry.client.chunks``), unless a probe
+of a few of their chunks finds that the registry holds nothing of them: those go
+whole too, and the registry cuts them (a fresh file costs the push no cutting and
+naming here, and the registry no second read to check it). The slim zip
 (carton.toml, tensor index, MANIFEST, LINKS) lets the registry validate and index
 the carton from files it already holds. Every file the zip holds is hashed on the
 way, uploaded or not: the registry never sees the bytes of a file it already has,
@@ -34,7 +37,13 @@ from registry.carton.zipformat import STORED
 from registry.carton.zipread import CartonArchive
 from registry.carton.zipwrite import write_zip
 from registry.client.cache import VerifiedCartons
-from registry.client.chunks import ChunkedFile, ChunkTerms, ChunkUploader
+from registry.client.chunks import (
+    ChunkedFile,
+    ChunkTerms,
+    ChunkUploader,
+    as_pieces,
+    probe_names,
+)
 from registry.client.files import CLIENT_LIMITS
 from registry.client.members import LocalCarton
 from registry.client.plan import PushPlan, may_presume, plan_push, presumed_plan
@@ -137,15 +146,57 @@ class _Sender:
         fits = terms.min_file_bytes < size <= terms.max_assemble * terms.params.min_size
         return chunks if fits else None
 
+    def _unknown(self, uploads: list[tuple[str, str, int]]) -> set[str]:
+        """Of the files worth sending as chunks, those the registry holds no probed chunk
+        of (``probe_names``): they go whole. One question for all of them."""
+        probes: dict[str, list[str]] = {}
+        for sha, member, size in uploads:
+            chunks = self._chunked(size)
+            if chunks is not None and sha not in probes:
+                probes[sha] = probe_names(chunks.terms.params, self.files.source(member), size)
+        asked = list(dict.fromkeys(name for names in probes.values() for name in names))
+        if not asked or self._chunks is None:
+            return set()
+        limit = self._chunks.terms.max_query
+        missing: set[str] = set()
+        for start in range(0, len(asked), limit):
+            missing.update(self.client.missing_chunks(asked[start : start + limit]))
+        return {sha for sha, names in probes.items() if names and missing.issuperset(names)}
+
+    def _send_unknown(self, sha: str, member: str, size: int) -> None:
+        """Upload a large file the registry holds nothing of, whole: the registry hashes and
+        cuts it as it arrives (module doc of ``chunks``: not hashed here either). Cut short,
+        the upload leaves the registry its whole chunks: a push run again finds them by its
+        probe and sends the rest as chunks."""
+        slot = self._chunks.slots if self._chunks is not None else nullcontext()
+        with slot:
+            try:
+                answer = self.client.put_blob(
+                    sha, as_pieces(self.files.source(member)), size, self.progress
+                )
+            except ClientError as exc:
+                if exc.status == 400:  # not what MANIFEST says? Then say so in local words.
+                    self.files.verify(member, sha)
+                raise
+        self.outcome.tally.add(
+            moved=size,
+            stored=int(answer.get("bytes_stored") or 0),
+            healed=int(answer.get("bytes_healed") or 0),
+            new_files=size if answer.get("created") else 0,
+        )
+
     def send(self, uploads: list[tuple[str, str, int]]) -> None:
         """Upload each file, checked against its MANIFEST sha256 as it is read."""
         if not uploads:
             return
         path, archive = self.files.path, self.files.archive
+        unknown = self._unknown(uploads)
         for sha, member, size in uploads:
             where = f"{path}: {member}"
             chunks = self._chunked(size)
-            if chunks is not None:
+            if sha in unknown:
+                self._send_unknown(sha, member, size)
+            elif chunks is not None:
                 names = chunks.send_chunks(self.files.source(member), self.progress)
                 reread = partial(self.files.source, member)
                 chunks.assemble(ChunkedFile(sha, size, names, where, reread))

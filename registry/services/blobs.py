@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -12,7 +13,13 @@ from registry.blobstore.errors import BlobDigestMismatch
 from registry.carton.streams import CHUNK, Readable
 from registry.db.queries import in_chunks
 from registry.db.tables import Blob
-from registry.errors import InvalidBody, UploadTooLarge
+from registry.errors import (
+    InvalidBody,
+    TruncatedUpload,
+    UploadAbandoned,
+    UploadStalled,
+    UploadTooLarge,
+)
 from registry.services.chunkstore.damage import damaged_files
 from registry.services.chunkstore.files import FileWriter
 from registry.services.chunkstore.index import record_files
@@ -22,6 +29,8 @@ from registry.services.context import RegistryContext
 from registry.services.leases import Lease
 from registry.services.names import require_sha256
 from registry.services.private_dedup import record_uploads, restricted, usable_blobs
+
+log = logging.getLogger("registry.blobs")
 
 MAX_MISSING_QUERY = 100_000
 _STAT_THREADS = 8
@@ -76,6 +85,30 @@ class _Limited:
         return data
 
 
+BODY_CUT_SHORT = (TruncatedUpload, UploadAbandoned, UploadStalled)
+"""A body that stopped arriving: the upload's whole chunks are kept (``_keep_cut``)."""
+
+
+def _keep_cut(ctx: RegistryContext, packs: PackSession, lease: Lease, writer: FileWriter) -> bool:
+    """Publish the chunks of an upload cut short, as ``POST /api/v1/chunks`` would have:
+    each is named by its own BLAKE3, so they are good data whatever the file would have
+    been. A client that runs the push again finds them (``chunks/missing``) and sends
+    the rest only; nothing uses them until then, and GC takes them after its grace
+    period if nothing does. False (and nothing kept) when that fails."""
+    try:
+        writer.keep_cut()
+        packs.finish()
+        with ctx.transaction() as session:
+            lease.fence(session)
+            packs.pack_ids(session)  # heals damaged copies of chunks it wrote again
+            lease.release(session)
+    except Exception:
+        log.warning("could not keep the chunks of an upload cut short", exc_info=True)
+        return False
+    record_uploads(ctx, writer.names or ())
+    return True
+
+
 def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, Any]:
     """Store one blob (chunked when large), verified against its name, then its row.
 
@@ -88,14 +121,20 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, A
     """
     require_sha256(sha256, "sha256")
     with ctx.sessions() as session:
-        hidden_before = restricted(session) and sha256 not in usable_blobs(ctx, session, [sha256])
+        hiding = restricted(session)
+        hidden_before = hiding and sha256 not in usable_blobs(ctx, session, [sha256])
     source = _Limited(stream, ctx.settings.max_upload_bytes)
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
+        kept = False
         try:
-            writer = FileWriter(packs)
-            for data in iter(lambda: source.read(CHUNK), b""):
-                writer.write(data)
+            writer = FileWriter(packs, collect_names=hiding)
+            try:
+                for data in iter(lambda: source.read(CHUNK), b""):
+                    writer.write(data)
+            except BODY_CUT_SHORT:
+                kept = _keep_cut(ctx, packs, lease, writer)
+                raise
             layout = writer.close()
             if layout.sha256 != sha256:
                 raise BlobDigestMismatch(sha256, layout.sha256, layout.size)
@@ -109,7 +148,8 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, A
                 new = record_files(session, [layout], ids, replace=[sha256] if rechunked else ())
                 lease.release(session)
         except BaseException:
-            packs.discard()
+            if not kept:
+                packs.discard()
             raise
     ctx.caches.index_changed()
     # Created: the blob could not be served before (an object left without a row could).

@@ -43,8 +43,12 @@ class FileWriter:
     push keeps two cores busy.
     """
 
-    def __init__(self, session: PackSession, *, crc: bool = True) -> None:
+    def __init__(
+        self, session: PackSession, *, crc: bool = True, collect_names: bool = False
+    ) -> None:
         self._session = session
+        # The names of the chunks placed, in order, when the caller must remember them.
+        self.names: list[str] | None = [] if collect_names else None
         self._threshold = session.ctx.settings.chunk_min_file_bytes
         self._sha = hashlib.sha256()
         self._crc: int | None = 0 if crc else None
@@ -108,6 +112,8 @@ class FileWriter:
                 for name, chunk in zip(names.result(), chunks, strict=True)
             ]
             self._naming, self._batch_bytes = [], 0
+            if self.names is not None:
+                self.names.extend(name for name, _ in batch)
             before = self._session.chunk_bytes_written
             for ref in self._session.place(batch):
                 self._segments.add(ref)
@@ -117,6 +123,18 @@ class FileWriter:
         assert self._chunker is not None
         self._take(self._chunker.finish())
         self._flush()
+
+    def keep_cut(self) -> None:
+        """Place every chunk cut so far, not the tail the chunker still carries: for an
+        upload whose body stopped short, whose whole chunks are worth keeping (each is
+        named by its own BLAKE3) though the file never arrived."""
+        if self._small is not None:
+            return  # below the chunking threshold: nothing was cut
+        if self._pending:
+            self._hand_off()
+        self._inflight.append(self._session.worker().submit(self._flush))
+        while self._inflight:
+            self._inflight.popleft().result()
 
     def close(self, crc32: int | None = None) -> FileLayout:
         """The file's layout; its bytes are staged or placed (published by ``finish``).

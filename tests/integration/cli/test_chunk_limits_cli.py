@@ -44,7 +44,7 @@ class InFlight:
 
 
 def test_uploads_hold_at_most_the_records_the_registry_announces(
-    cli, live_server, tmp_path, monkeypatch
+    cli, live_server, tmp_path, monkeypatch, as_chunks
 ):
     """A registry that takes 2 records an upload: a 1 MiB file still goes as chunks, in
     requests it takes."""
@@ -61,7 +61,9 @@ def test_uploads_hold_at_most_the_records_the_registry_announces(
 
 
 @pytest.mark.settings(max_concurrent_pushes_per_client=1, ingest_queue_timeout=1.0)
-def test_a_push_keeps_to_its_share_of_the_ingest_slots(cli, live_server, tmp_path, monkeypatch):
+def test_a_push_keeps_to_its_share_of_the_ingest_slots(
+    cli, live_server, tmp_path, monkeypatch, as_chunks
+):
     """One slot per client: the CLI learns it from /api/v1/chunking and never has two
     uploads in flight (the second would wait, then 503), small files whole included."""
     monkeypatch.setattr(client_chunks, "BATCH_BYTES", 256 * 1024)  # many upload requests
@@ -79,7 +81,9 @@ def test_a_push_keeps_to_its_share_of_the_ingest_slots(cli, live_server, tmp_pat
 
 
 @pytest.mark.settings(max_assemble_ratio=4, assemble_ratio_min_bytes=MiB)
-def test_a_file_of_zeros_the_registry_will_not_assemble_is_sent_whole(cli, live_server, tmp_path):
+def test_a_file_of_zeros_the_registry_will_not_assemble_is_sent_whole(
+    cli, live_server, tmp_path, as_chunks
+):
     """8 MiB of zeros is one 256 KiB chunk 32 times: past the ratio (4 here), so the
     assembly answers 413 before hashing, and the CLI sends the file whole instead."""
     zeros = bytes(8 * MiB)

@@ -24,6 +24,7 @@ from registry.client import chunks as client_chunks
 from registry.services import chunk_transfer
 from registry.services.deletes import delete_version
 from registry.services.gc import collect_garbage
+from tests.helpers import pushes_settled
 from tests.integration.cli.conftest import (
     assert_full_and_valid,
     manifest_hash,
@@ -90,6 +91,10 @@ def test_a_variant_push_sends_about_the_changed_region(cli, live_server, proxy, 
     up, run = push(cli, proxy, carton(tmp_path, "v1", base))
     assert 48 * MiB <= up <= 48 * MiB + SLACK
     assert "; 0 B already in the registry" in run.out.splitlines()[-2], run.out
+    # Nothing of it was stored: it went whole, cut by the registry, not here.
+    assert run.client.count("PUT", f"/api/v1/blobs/{sha256(base)}") == 1
+    assert run.client.count("POST", "/api/v1/chunks", "/chunks") == 0
+    assert run.client.count("POST", "/api/v1/chunks/missing") == 1  # the probe
 
     changed = 4 * MiB
     variant = with_region(base, 2, 20 * MiB, changed)
@@ -117,7 +122,7 @@ def sha256(data: bytes) -> str:
 
 
 def test_an_interrupted_push_run_again_sends_only_the_rest(
-    cli, live_server, proxy, tmp_path, monkeypatch
+    cli, live_server, proxy, tmp_path, monkeypatch, as_chunks
 ):
     weights = randbytes(3, 48 * MiB)
     path = carton(tmp_path, "big", weights)
@@ -146,6 +151,47 @@ def test_an_interrupted_push_run_again_sends_only_the_rest(
     assert first_up + up <= len(weights) + 2 * SLACK
 
 
+def test_an_interrupted_whole_upload_run_again_sends_only_the_rest(
+    cli, live_server, proxy, tmp_path, monkeypatch
+):
+    """A fresh file goes whole; cut short, its upload leaves the registry the chunks it
+    had cut, and the push run again finds them (its probe) and sends the rest as chunks."""
+    weights = randbytes(8, 48 * MiB)
+    path = carton(tmp_path, "cut", weights)
+    real = RegistryClient.put_blob
+
+    def cut_short(self, sha, pieces, size, progress=None):  # type: ignore[no-untyped-def]
+        def some() -> Iterator[bytes]:
+            sent = 0
+            for piece in pieces:
+                yield piece
+                sent += len(piece)
+                if sent >= 24 * MiB:
+                    raise ClientError("the network went away")
+
+        return real(self, sha, some(), size, progress)
+
+    monkeypatch.setattr(RegistryClient, "put_blob", cut_short)
+    proxy.reset()
+    run = cli("push", str(path), "--url", proxy.url)
+    assert run.code == 1 and "the network went away" in run.err
+    assert run.client.count("PUT", f"/api/v1/blobs/{sha256(weights)}") == 1
+    pushes_settled(live_server.ctx)
+    first_up, _ = counted(proxy)
+    lacking = missing_bytes(live_server.ctx, weights)
+    assert lacking <= len(weights) - 16 * MiB  # most of what arrived was kept
+    head = httpx.head(f"{live_server.url}/blobs/{sha256(weights)}")
+    assert head.status_code == 404  # chunks only: no file was made of them
+
+    monkeypatch.setattr(RegistryClient, "put_blob", real)
+    up, run = push(cli, proxy, path)
+    assert run.client.count("PUT", f"/api/v1/blobs/{sha256(weights)}") == 0
+    assert up <= lacking + SLACK, (up, lacking)
+    assert first_up + up <= len(weights) + 2 * SLACK
+    got = httpx.get(f"{live_server.url}/blobs/{sha256(weights)}", timeout=60).content
+    assert got == weights
+
+
 def test_a_killed_push_run_again_sends_only_the_rest(installed, live_server, proxy, tmp_path):
     weights = randbytes(4, 128 * MiB)
     path = carton(tmp_path, "killed", weights)
@@ -159,6 +205,7 @@ def test_a_killed_push_run_again_sends_only_the_rest(installed, live_server, pro
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL, "the push ended before it could be killed"
+    pushes_settled(live_server.ctx)
     lacking = missing_bytes(live_server.ctx, weights)
     assert lacking <= len(weights) - 32 * MiB  # what arrived before the kill stays
 
@@ -220,7 +267,7 @@ def test_pushes_racing_gc_with_no_grace_all_succeed(cli, live_server, tmp_path, 
 
 
 def test_chunks_collected_before_the_assembly_are_sent_again(
-    cli, live_server, tmp_path, monkeypatch
+    cli, live_server, tmp_path, monkeypatch, as_chunks
 ):
     """One GC run between the chunk uploads and the assembly: the lost chunks go again."""
     real = RegistryClient.assemble_blob
@@ -244,7 +291,7 @@ def test_chunks_collected_before_the_assembly_are_sent_again(
 
 
 def test_a_tampered_chunk_upload_is_refused_and_stores_nothing(
-    cli, live_server, tmp_path, monkeypatch
+    cli, live_server, tmp_path, monkeypatch, as_chunks
 ):
     weights = randbytes(6, 2 * MiB)
     real = client_chunks.records
@@ -301,7 +348,7 @@ def test_a_file_that_could_be_over_max_assemble_chunks_is_sent_whole(
 
 
 def test_a_file_of_more_chunks_than_a_query_takes_is_still_sent_as_chunks(
-    cli, live_server, tmp_path, monkeypatch
+    cli, live_server, tmp_path, monkeypatch, as_chunks
 ):
     """Missing-chunk queries go in batches of max_query; one assembly takes them all."""
     monkeypatch.setattr(chunk_transfer, "MAX_QUERY", 4)

@@ -265,7 +265,7 @@ def test_pull_name_alone_prefers_latest_tag_else_highest_version(cli, live_serve
 
 
 def test_push_recovers_when_gc_takes_a_blob_reported_present(
-    cli, live_server, tmp_path, monkeypatch
+    cli, live_server, tmp_path, monkeypatch, as_chunks
 ):
     """The registry said a blob was stored, GC collected it before the carton came: upload it."""
     from registry.client.transport import RegistryClient

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import re
 import struct
 
@@ -22,7 +23,14 @@ from registry.client.blobfetch import (
     iter_blob,
 )
 from registry.client.cache import ChunkCache
-from registry.client.chunks import READ_BYTES, ChunkCutter, records, records_size
+from registry.client.chunks import (
+    PROBE_BYTES,
+    READ_BYTES,
+    ChunkCutter,
+    probe_names,
+    records,
+    records_size,
+)
 
 PARAMS = ChunkParams()
 MiB = 1 << 20
@@ -257,3 +265,46 @@ def test_each_batch_of_chunks_is_one_upload_request_of_at_most_batch_bytes():
     sent = sum(registry.uploads)
     assert sent == len(data) + 36 * len(names)
     assert len(registry.uploads) <= -(-len(data) // (2 * MiB - PARAMS.max_size)) + 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_probe_names_chunks_as_a_cut_of_the_whole_file_does(seed):
+    """The probe's names (windows spread over the file, a few chunks dropped where a window
+    starts or ends mid-file) are almost all names of the whole file's cut: a registry
+    that holds the file, or a version of it, holds some of them."""
+    rng = random.Random(seed)
+    size = rng.randint(PROBE_BYTES // 2, 40 * MiB)
+    data = rng.randbytes(size)
+    whole = {chunk_hash(c) for c in iter_chunks(PARAMS, iter([data]))}
+    for source in (memoryview(data), iter([data[i : i + MiB] for i in range(0, size, MiB)])):
+        names = probe_names(PARAMS, source, size)
+        assert names and len(names) == len(set(names))
+        assert sum(n in whole for n in names) >= 0.8 * len(names), (size, names)
+
+
+def test_a_probe_of_a_fine_tune_finds_the_chunks_it_shares():
+    """A quarter of the file rewritten: some window still falls on shared chunks."""
+    data = random.Random(7).randbytes(32 * MiB)
+    tuned = data[: 8 * MiB] + random.Random(8).randbytes(8 * MiB) + data[16 * MiB :]
+    whole = {chunk_hash(c) for c in iter_chunks(PARAMS, iter([data]))}
+    assert set(probe_names(PARAMS, memoryview(tuned), len(tuned))) & whole
+    fresh = random.Random(9).randbytes(32 * MiB)
+    assert not set(probe_names(PARAMS, memoryview(fresh), len(fresh))) & whole
+
+
+def test_a_probe_of_a_stream_reads_its_first_window_only_and_closes_it():
+    read: list[int] = []
+    closed: list[bool] = []
+
+    def pieces():
+        try:
+            for i in range(64):
+                read.append(i)
+                yield random.Random(i).randbytes(256 * 1024)
+        finally:
+            closed.append(True)
+
+    names = probe_names(PARAMS, pieces(), 16 * MiB)
+    assert names
+    assert len(read) == PROBE_BYTES // (256 * 1024)
+    assert closed == [True]
