@@ -88,3 +88,14 @@ def may_presume(archive: CartonArchive, path: Path, verified: VerifiedCartons | 
     if verified is None or LINKS_NAME in archive.members:
         return False
     return verified.verified(path, archive.manifest_sha256)
+
+
+def unknown_files(client: RegistryClient, probes: dict[str, list[str]], max_query: int) -> set[str]:
+    """Of the files probed (sha256 -> its probe's chunk names: ``chunks.probe_names``),
+    those the registry holds none of the probed chunks of, in one question (``max_query``
+    names at a time): nothing of them is worth negotiating, so they go whole."""
+    asked = list(dict.fromkeys(name for names in probes.values() for name in names))
+    missing: set[str] = set()
+    for start in range(0, len(asked), max_query):
+        missing.update(client.missing_chunks(asked[start : start + max_query]))
+    return {sha for sha, names in probes.items() if names and missing.issuperset(names)}

@@ -16,20 +16,16 @@ first (``registry.client.plan``): one request, the slim POST.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from registry.carton.digests import mismatch_message
 from registry.carton.errors import CartonFormatError
-from registry.carton.member import MemberReader
 from registry.carton.names import model_conflict, names_another_model
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_INDEX
 from registry.carton.streams import CHUNK, ByteStream
@@ -37,16 +33,15 @@ from registry.carton.zipformat import STORED
 from registry.carton.zipread import CartonArchive
 from registry.carton.zipwrite import write_zip
 from registry.client.cache import VerifiedCartons
-from registry.client.chunks import (
-    ChunkedFile,
-    ChunkTerms,
-    ChunkUploader,
-    as_pieces,
-    probe_names,
-)
 from registry.client.files import CLIENT_LIMITS
 from registry.client.members import LocalCarton
-from registry.client.plan import PushPlan, may_presume, plan_push, presumed_plan
+from registry.client.plan import (
+    PushPlan,
+    may_presume,
+    plan_push,
+    presumed_plan,
+)
+from registry.client.sender import Sender
 from registry.client.transport import ClientError, Progress, RegistryClient, Tally
 
 
@@ -61,16 +56,6 @@ class PushOutcome:
     full: bool = False
     local_error: str | None = None  # why the slim path was not taken, unless asked for
     tally: Tally = field(default_factory=Tally)  # file bytes sent, and skipped as known
-
-
-def _verified(reader: MemberReader, path: Path, member: str, sha256: str) -> Iterator[bytes]:
-    """The member's bytes; at the end, ClientError naming both files unless they hash right."""
-    digest = hashlib.sha256()
-    for chunk in reader.iter_chunks(CHUNK):
-        digest.update(chunk)
-        yield chunk
-    if digest.hexdigest() != sha256:
-        raise ClientError(f"{path}: {mismatch_message(member, digest.hexdigest(), sha256)}")
 
 
 def slim_zip(archive: CartonArchive) -> bytes:
@@ -101,118 +86,6 @@ def _uploads_for(archive: CartonArchive, hashes: list[str]) -> list[tuple[str, s
         if paths:
             uploads.append((sha, paths[0], archive.member_size(paths[0])))
     return uploads
-
-
-class _Sender:
-    """Uploads the files the registry lacks: small ones whole, large ones as chunks."""
-
-    def __init__(
-        self,
-        client: RegistryClient,
-        files: LocalCarton,
-        outcome: PushOutcome,
-        progress: Progress | None,
-    ) -> None:
-        self.client, self.files = client, files
-        self.outcome, self.progress = outcome, progress
-        self._chunks: ChunkUploader | None = None
-        self._terms_asked = False
-
-    def close(self) -> None:
-        if self._chunks is not None:
-            self._chunks.close()
-
-    def _uploader(self) -> ChunkUploader | None:
-        """The chunk uploader; None for a registry without chunk transfer (files go whole)."""
-        if not self._terms_asked:
-            self._terms_asked = True
-            try:
-                terms = ChunkTerms.fetch(self.client)
-            except ClientError as exc:
-                if exc.status != 404:
-                    raise
-                return None
-            self._chunks = ChunkUploader(self.client, terms, self.outcome.tally)
-        return self._chunks
-
-    def _chunked(self, size: int) -> ChunkUploader | None:
-        """The uploader if the file is worth sending as chunks: larger than
-        ``min_file_bytes``, and surely assembled in one request (at most ``max_assemble``
-        chunks even if every chunk is the smallest)."""
-        chunks = self._uploader()
-        if chunks is None:
-            return None
-        terms = chunks.terms
-        fits = terms.min_file_bytes < size <= terms.max_assemble * terms.params.min_size
-        return chunks if fits else None
-
-    def _unknown(self, uploads: list[tuple[str, str, int]]) -> set[str]:
-        """Of the files worth sending as chunks, those the registry holds no probed chunk
-        of (``probe_names``): they go whole. One question for all of them."""
-        probes: dict[str, list[str]] = {}
-        for sha, member, size in uploads:
-            chunks = self._chunked(size)
-            if chunks is not None and sha not in probes:
-                probes[sha] = probe_names(chunks.terms.params, self.files.source(member), size)
-        asked = list(dict.fromkeys(name for names in probes.values() for name in names))
-        if not asked or self._chunks is None:
-            return set()
-        limit = self._chunks.terms.max_query
-        missing: set[str] = set()
-        for start in range(0, len(asked), limit):
-            missing.update(self.client.missing_chunks(asked[start : start + limit]))
-        return {sha for sha, names in probes.items() if names and missing.issuperset(names)}
-
-    def _send_unknown(self, sha: str, member: str, size: int) -> None:
-        """Upload a large file the registry holds nothing of, whole: the registry hashes and
-        cuts it as it arrives (module doc of ``chunks``: not hashed here either). Cut short,
-        the upload leaves the registry its whole chunks: a push run again finds them by its
-        probe and sends the rest as chunks."""
-        slot = self._chunks.slots if self._chunks is not None else nullcontext()
-        with slot:
-            try:
-                answer = self.client.put_blob(
-                    sha, as_pieces(self.files.source(member)), size, self.progress
-                )
-            except ClientError as exc:
-                if exc.status == 400:  # not what MANIFEST says? Then say so in local words.
-                    self.files.verify(member, sha)
-                raise
-        self.outcome.tally.add(
-            moved=size,
-            stored=int(answer.get("bytes_stored") or 0),
-            healed=int(answer.get("bytes_healed") or 0),
-            new_files=size if answer.get("created") else 0,
-        )
-
-    def send(self, uploads: list[tuple[str, str, int]]) -> None:
-        """Upload each file, checked against its MANIFEST sha256 as it is read."""
-        if not uploads:
-            return
-        path, archive = self.files.path, self.files.archive
-        unknown = self._unknown(uploads)
-        for sha, member, size in uploads:
-            where = f"{path}: {member}"
-            chunks = self._chunked(size)
-            if sha in unknown:
-                self._send_unknown(sha, member, size)
-            elif chunks is not None:
-                names = chunks.send_chunks(self.files.source(member), self.progress)
-                reread = partial(self.files.source, member)
-                chunks.assemble(ChunkedFile(sha, size, names, where, reread))
-            else:
-                slot = self._chunks.slots if self._chunks is not None else nullcontext()
-                with archive.open_member(member) as reader, slot:  # one of the push's uploads
-                    body = _verified(reader, path, member, sha)
-                    answer = self.client.put_blob(sha, body, size, self.progress)
-                stored = int(answer.get("bytes_stored") or 0)
-                healed = int(answer.get("bytes_healed") or 0)  # a damaged object replaced
-                created = size if answer.get("created") else 0
-                self.outcome.tally.add(moved=size, stored=stored, healed=healed, new_files=created)
-            self.outcome.uploaded_blobs += 1
-            self.outcome.uploaded_bytes += size
-        if self._chunks is not None:
-            self._chunks.finish()
 
 
 def _verify_all(
@@ -366,7 +239,7 @@ def _push_slim(
     if not plan.verified_before:  # before any upload: a stale file fails fast
         _verify_all(files, plan.verify, progress)
     outcome.tally.add(reused=plan.known_bytes)
-    sender = _Sender(client, files, outcome, progress)
+    sender = Sender(client, files, outcome, progress)
     try:
         sender.send(plan.uploads)
         body = slim_zip(archive)

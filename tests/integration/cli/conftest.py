@@ -24,7 +24,7 @@ from registry.carton.links import write_links
 from registry.carton.manifest import MANIFEST_NAME
 from registry.carton.zipread import CartonArchive, sha256_member
 from registry.carton.zipwrite import STORED, write_zip
-from registry.client import push as client_push
+from registry.client import sender as client_sender
 from tests.cli_runner import cli  # noqa: F401
 from tests.conftest import REPO_ROOT
 
@@ -35,7 +35,7 @@ INSTALLED = Path(sys.executable).with_name("carton-registry")
 def as_chunks(monkeypatch):
     """Large files go as the chunks the registry lacks even when it holds none of them
     (its probe finds nothing), as a fine-tune's do: for the tests of that path."""
-    monkeypatch.setattr(client_push, "probe_names", lambda *args: [])
+    monkeypatch.setattr(client_sender, "probe_names", lambda *args: [])
 
 
 def manifest_hash(path: Path) -> str:

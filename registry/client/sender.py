@@ -1,0 +1,144 @@
+"""Uploading the files a push's plan names: small ones whole, checked here as they are
+read; large ones as the chunks the registry lacks; large ones the registry holds nothing
+of (a probe of their chunks: ``chunks.probe_names``) whole, cut by the registry."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import nullcontext
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from registry.carton.digests import mismatch_message
+from registry.carton.member import MemberReader
+from registry.carton.streams import CHUNK
+from registry.client.chunks import (
+    ChunkedFile,
+    ChunkTerms,
+    ChunkUploader,
+    as_pieces,
+    probe_names,
+)
+from registry.client.members import LocalCarton
+from registry.client.plan import unknown_files
+from registry.client.transport import ClientError, Progress, RegistryClient
+
+if TYPE_CHECKING:
+    from registry.client.push import PushOutcome
+
+
+def verified_stream(reader: MemberReader, path: Path, member: str, sha256: str) -> Iterator[bytes]:
+    """The member's bytes; at the end, ClientError naming both files unless they hash right."""
+    digest = hashlib.sha256()
+    for chunk in reader.iter_chunks(CHUNK):
+        digest.update(chunk)
+        yield chunk
+    if digest.hexdigest() != sha256:
+        raise ClientError(f"{path}: {mismatch_message(member, digest.hexdigest(), sha256)}")
+
+
+class Sender:
+    """Uploads the files the registry lacks: small ones whole, large ones as chunks."""
+
+    def __init__(
+        self,
+        client: RegistryClient,
+        files: LocalCarton,
+        outcome: PushOutcome,
+        progress: Progress | None,
+    ) -> None:
+        self.client, self.files = client, files
+        self.outcome, self.progress = outcome, progress
+        self._chunks: ChunkUploader | None = None
+        self._terms_asked = False
+
+    def close(self) -> None:
+        if self._chunks is not None:
+            self._chunks.close()
+
+    def _uploader(self) -> ChunkUploader | None:
+        """The chunk uploader; None for a registry without chunk transfer (files go whole)."""
+        if not self._terms_asked:
+            self._terms_asked = True
+            try:
+                terms = ChunkTerms.fetch(self.client)
+            except ClientError as exc:
+                if exc.status != 404:
+                    raise
+                return None
+            self._chunks = ChunkUploader(self.client, terms, self.outcome.tally)
+        return self._chunks
+
+    def _chunked(self, size: int) -> ChunkUploader | None:
+        """The uploader if the file is worth sending as chunks: larger than
+        ``min_file_bytes``, and surely assembled in one request (at most ``max_assemble``
+        chunks even if every chunk is the smallest)."""
+        chunks = self._uploader()
+        if chunks is None:
+            return None
+        terms = chunks.terms
+        fits = terms.min_file_bytes < size <= terms.max_assemble * terms.params.min_size
+        return chunks if fits else None
+
+    def _unknown(self, uploads: list[tuple[str, str, int]]) -> set[str]:
+        """Of the files worth sending as chunks, those to send whole (``unknown_files``)."""
+        probes: dict[str, list[str]] = {}
+        for sha, member, size in uploads:
+            chunks = self._chunked(size)
+            if chunks is not None and sha not in probes:
+                probes[sha] = probe_names(chunks.terms.params, self.files.source(member), size)
+        if not probes or self._chunks is None:
+            return set()
+        return unknown_files(self.client, probes, self._chunks.terms.max_query)
+
+    def _send_unknown(self, sha: str, member: str, size: int) -> None:
+        """A large file the registry holds nothing of, whole: it hashes and cuts it as it
+        arrives (not hashed here either: ``chunks``). Cut short, the upload leaves the
+        registry its whole chunks, which a push run again finds by its probe."""
+        slot = self._chunks.slots if self._chunks is not None else nullcontext()
+        with slot:
+            try:
+                answer = self.client.put_blob(
+                    sha, as_pieces(self.files.source(member)), size, self.progress
+                )
+            except ClientError as exc:
+                if exc.status == 400:  # not what MANIFEST says? Then say so in local words.
+                    self.files.verify(member, sha)
+                raise
+        self.outcome.tally.add(
+            moved=size,
+            stored=int(answer.get("bytes_stored") or 0),
+            healed=int(answer.get("bytes_healed") or 0),
+            new_files=size if answer.get("created") else 0,
+        )
+
+    def send(self, uploads: list[tuple[str, str, int]]) -> None:
+        """Upload each file, checked against its MANIFEST sha256 as it is read."""
+        if not uploads:
+            return
+        path, archive = self.files.path, self.files.archive
+        unknown = self._unknown(uploads)
+        for sha, member, size in uploads:
+            where = f"{path}: {member}"
+            chunks = self._chunked(size)
+            if sha in unknown:
+                self._send_unknown(sha, member, size)
+            elif chunks is not None:
+                names = chunks.send_chunks(self.files.source(member), self.progress)
+                reread = partial(self.files.source, member)
+                chunks.assemble(ChunkedFile(sha, size, names, where, reread))
+            else:
+                slot = self._chunks.slots if self._chunks is not None else nullcontext()
+                with archive.open_member(member) as reader, slot:  # one of the push's uploads
+                    body = verified_stream(reader, path, member, sha)
+                    answer = self.client.put_blob(sha, body, size, self.progress)
+                stored = int(answer.get("bytes_stored") or 0)
+                healed = int(answer.get("bytes_healed") or 0)  # a damaged object replaced
+                created = size if answer.get("created") else 0
+                self.outcome.tally.add(moved=size, stored=stored, healed=healed, new_files=created)
+            self.outcome.uploaded_blobs += 1
+            self.outcome.uploaded_bytes += size
+        if self._chunks is not None:
+            self._chunks.finish()
