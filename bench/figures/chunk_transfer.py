@@ -150,7 +150,7 @@ def measure_push(b: Bench, s: Section) -> None:
     size = b.scale.stored_size // MiB
     s.rows.append(
         value_row(
-            f"first push of a fresh {size} MiB carton, CLI (chunks cut on the client)",
+            f"first push of a fresh {size} MiB carton, CLI (probed, then each file whole)",
             fresh,
             "MiB/s",
             "REST push of the same carton (empty registry)",
