@@ -15,7 +15,9 @@ import shutil
 import socket
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import Engine, text
@@ -26,6 +28,9 @@ from registry.db.tables import Base
 from registry.services.context import RegistryContext
 from registry.settings import Settings
 from tests.s3fixtures import running_in_ci, s3_bucket, s3_server  # noqa: F401
+
+if TYPE_CHECKING:
+    from litestar import Litestar
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("CARTON_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
@@ -166,11 +171,43 @@ def client(registry_ctx: RegistryContext) -> Iterator[object]:
     """An in-process HTTP client for the app (litestar.testing.TestClient)."""
     from litestar.testing import TestClient
 
-    from registry.app import create_app
-
-    app = create_app(ctx=registry_ctx)
-    with TestClient(app, base_url=registry_ctx.settings.public_url) as test_client:
+    with (
+        app_for(registry_ctx) as app,
+        TestClient(app, base_url=registry_ctx.settings.public_url) as test_client,
+    ):
         yield test_client
+
+
+# Apps this worker built and no test is using now. Building one is ~85 ms (Litestar's
+# handler registration), a third of a typical test's setup; what depends on the registry
+# (state, lifespan hooks) is set by registry.app.bind_app, so one app serves test after test.
+_IDLE_APPS: list[Litestar] = []
+
+
+@contextmanager
+def app_for(ctx: RegistryContext) -> Iterator[Litestar]:
+    """``create_app(ctx=ctx)``, re-using an idle app of this worker when there is one.
+
+    Isolation: routes, handlers and middleware hold no registry state (``bind_app``);
+    state and hooks are replaced here on the way in and dropped on the way out. An app
+    that came back with anything else a request could leave behind (a Litestar store)
+    is not re-used, nor one still held when its user failed (no release).
+    """
+    from registry.app import bind_app, create_app
+
+    app = bind_app(_IDLE_APPS.pop(), ctx) if _IDLE_APPS else create_app(ctx=ctx)
+    yield app
+    release_app(app)
+
+
+def release_app(app: Litestar) -> None:
+    """Drop the app's registry (state, hooks) and keep it for the next test, if pristine."""
+    from litestar.datastructures import State
+
+    app.state = State()
+    app.on_startup, app.on_shutdown = [], []
+    if not app.stores._stores and not app.event_emitter.listeners:
+        _IDLE_APPS.append(app)
 
 
 class LiveServer:
@@ -179,11 +216,14 @@ class LiveServer:
     port: int
     url: str
     ctx: RegistryContext
+    app: Litestar
 
     def close(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self._sock.close()
+        if not self.thread.is_alive():  # a server still running keeps its app
+            release_app(self.app)
 
 
 @pytest.fixture
@@ -229,15 +269,16 @@ def start_live_server(ctx: RegistryContext, sock: socket.socket | None = None) -
 
     import uvicorn
 
-    from registry.app import create_app
+    from registry.app import bind_app, create_app
     from registry.http.server import server_options
 
     server = LiveServer.__new__(LiveServer)
+    server.app = bind_app(_IDLE_APPS.pop(), ctx) if _IDLE_APPS else create_app(ctx=ctx)
     sock = sock or bound_socket()
     port = sock.getsockname()[1]
     server.port, server.url, server.ctx, server._sock = port, f"http://127.0.0.1:{port}", ctx, sock
     config = uvicorn.Config(
-        create_app(ctx=ctx), log_level="warning", lifespan="on", **server_options(ctx.settings)
+        server.app, log_level="warning", lifespan="on", **server_options(ctx.settings)
     )
     server.server = uvicorn.Server(config)
     server.thread = threading.Thread(

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from registry.services.gc import collect_garbage
+from tests.conftest import bound_socket
 from tests.integration.ops.helpers import make_carton, push
 
 REPO = Path(__file__).resolve().parents[3]
@@ -168,16 +169,20 @@ def test_serve_refuses_auth_off_on_public_address(monkeypatch, tmp_path, capsys)
 
     started: list[dict] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append(kw))
+    # A port free now: serve checks it is not in use, and this machine may run a registry
+    # on 18080 (a fixed port failed the test whenever another process held it).
+    with bound_socket() as sock:
+        port = str(sock.getsockname()[1])
 
-    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "18080"]) != 0
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", port]) != 0
     assert "REGISTRY_AUTH" in capsys.readouterr().err
     assert started == []
 
     monkeypatch.setenv("REGISTRY_AUTH", "write")
-    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "18080"]) == 0
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", port]) == 0
     assert started and started[-1]["host"] == "0.0.0.0"
 
     monkeypatch.setenv("REGISTRY_AUTH", "off")
     monkeypatch.setenv("REGISTRY_ALLOW_INSECURE_BIND", "true")
-    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "18080"]) == 0
-    assert cli.main(["serve", "--host", "127.0.0.1", "--port", "18080"]) == 0
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", port]) == 0
+    assert cli.main(["serve", "--host", "127.0.0.1", "--port", port]) == 0
