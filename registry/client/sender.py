@@ -5,7 +5,9 @@ of (a probe of their chunks: ``chunks.probe_names``) whole, cut by the registry.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
@@ -27,6 +29,12 @@ from registry.client.transport import ClientError, Progress, RegistryClient
 
 if TYPE_CHECKING:
     from registry.client.push import PushOutcome
+
+WHOLE_IN_FLIGHT = 2
+"""Whole uploads at once: one body on the wire while the registry finishes the file before
+it (its last pack's fsync, one transaction: 60-180 ms a file here), so the wire does not
+idle between files. A fresh 1 GiB carton of 15 files, alternated on a quiet machine:
+0.72-0.80x the REST push one at a time, 0.81-0.94x so."""
 
 
 def verified_stream(reader: MemberReader, path: Path, member: str, sha256: str) -> Iterator[bytes]:
@@ -53,8 +61,15 @@ class Sender:
         self.outcome, self.progress = outcome, progress
         self._chunks: ChunkUploader | None = None
         self._terms_asked = False
+        self._whole: ThreadPoolExecutor | None = None  # whole uploads of unknown files
+        self._whole_sent: list[Future[None]] = []
+        self._wire = threading.Lock()  # one whole body on the wire at a time
+        self._closing = threading.Event()
 
     def close(self) -> None:
+        self._closing.set()  # a whole upload still sending stops at its next piece
+        if self._whole is not None:
+            self._whole.shutdown(wait=True, cancel_futures=True)
         if self._chunks is not None:
             self._chunks.close()
 
@@ -99,14 +114,31 @@ class Sender:
         registry its whole chunks, which a push run again finds by its probe."""
         slot = self._chunks.slots if self._chunks is not None else nullcontext()
         with slot:
+            self._wire.acquire()  # before the request starts: none waits idle for its body
+            sending = True
+
+            def body() -> Iterator[bytes]:
+                nonlocal sending
+                try:
+                    for piece in as_pieces(self.files.source(member)):
+                        if self._closing.is_set():  # Ctrl-C, or another upload failed
+                            raise ClientError("the push was stopped")
+                        yield piece
+                finally:
+                    if sending:  # sent (or given up): the next file's body may go
+                        sending = False
+                        self._wire.release()
+
             try:
-                answer = self.client.put_blob(
-                    sha, as_pieces(self.files.source(member)), size, self.progress
-                )
+                answer = self.client.put_blob(sha, body(), size, self.progress)
             except ClientError as exc:
                 if exc.status == 400:  # not what MANIFEST says? Then say so in local words.
                     self.files.verify(member, sha)
                 raise
+            finally:
+                if sending:  # the request failed before its body was read
+                    sending = False
+                    self._wire.release()
         self.outcome.tally.add(
             moved=size,
             stored=int(answer.get("bytes_stored") or 0),
@@ -124,7 +156,7 @@ class Sender:
             where = f"{path}: {member}"
             chunks = self._chunked(size)
             if sha in unknown:
-                self._send_unknown(sha, member, size)
+                self._whole_soon(sha, member, size)
             elif chunks is not None:
                 names = chunks.send_chunks(self.files.source(member), self.progress)
                 reread = partial(self.files.source, member)
@@ -140,5 +172,17 @@ class Sender:
                 self.outcome.tally.add(moved=size, stored=stored, healed=healed, new_files=created)
             self.outcome.uploaded_blobs += 1
             self.outcome.uploaded_bytes += size
+        sent, self._whole_sent = self._whole_sent, []
+        for future in sent:
+            future.result()
         if self._chunks is not None:
             self._chunks.finish()
+
+    def _whole_soon(self, sha: str, member: str, size: int) -> None:
+        """``_send_unknown`` on one of ``WHOLE_IN_FLIGHT`` threads; a failed upload stops
+        the push at the next file, or at the end."""
+        if self._whole is None:
+            self._whole = ThreadPoolExecutor(WHOLE_IN_FLIGHT, thread_name_prefix="whole-upload")
+        for done in [f for f in self._whole_sent if f.done()]:
+            done.result()
+        self._whole_sent.append(self._whole.submit(self._send_unknown, sha, member, size))

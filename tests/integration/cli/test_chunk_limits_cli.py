@@ -111,3 +111,19 @@ def test_when_the_registrys_chunks_do_not_make_a_sound_file_it_is_sent_whole(
     assert run.code == 0, run.err
     assert run.client.count("PUT", f"/api/v1/blobs/{sha256(weights)}") == 1
     assert httpx.get(f"{live_server.url}/blobs/{sha256(weights)}").content == weights
+
+
+@pytest.mark.settings(max_concurrent_pushes_per_client=1, ingest_queue_timeout=1.0)
+def test_whole_uploads_keep_to_the_share_of_the_ingest_slots(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """Fresh large files go whole, two at once where the share allows: here one."""
+    calls = InFlight()
+    calls.wrap(monkeypatch, RegistryClient, "put_blob")
+    big = {f"model/big-{i}.bin": randbytes(70 + i, 2 * MiB) for i in range(3)}
+    path = tmp_path / "share-whole.carton"
+    write_big_carton(path, big)
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert len(calls.answers) == 5  # the three, carton.toml and the tensor index
+    assert calls.most == 1

@@ -537,3 +537,78 @@ def test_the_chunk_cache_stays_under_its_cap(cli, live_server, proxy, tmp_path, 
     assert member_bytes(out) == member_bytes(v1)
     kept = sum(p.stat().st_size for p in cache_files(cache_root))
     assert 0 < kept <= 2 * MiB
+
+
+def test_fresh_files_go_whole_one_body_on_the_wire_while_the_last_one_is_finished(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """Two whole uploads in flight at most, one of them sending its body: the next file's
+    body goes while the registry finishes the one before (here: slowed down)."""
+    from registry.services import blobs as blob_service
+
+    real_service = blob_service.put_blob
+
+    def slow_to_finish(*args, **kwargs):  # type: ignore[no-untyped-def]
+        answer = real_service(*args, **kwargs)
+        time.sleep(0.3)  # the registry's fsync and index transaction, drawn out
+        return answer
+
+    monkeypatch.setattr(blob_service, "put_blob", slow_to_finish)
+    real = RegistryClient.put_blob
+    lock = threading.Lock()
+    now = {"calls": 0, "bodies": 0}
+    most = {"calls": 0, "bodies": 0}
+
+    def bump(key: str, by: int) -> None:
+        with lock:
+            now[key] += by
+            most[key] = max(most[key], now[key])
+
+    def watched(self, sha, pieces, size, progress=None):  # type: ignore[no-untyped-def]
+        def body() -> Iterator[bytes]:
+            bump("bodies", 1)
+            try:
+                yield from pieces
+            finally:
+                bump("bodies", -1)
+
+        bump("calls", 1)
+        try:
+            return real(self, sha, body(), size, progress)
+        finally:
+            bump("calls", -1)
+
+    monkeypatch.setattr(RegistryClient, "put_blob", watched)
+    files = {f"model/part-{i}.bin": randbytes(40 + i, 3 * MiB) for i in range(4)}
+    path = tmp_path / "parts.carton"
+    write_big_carton(path, files)
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert run.client.count("POST", "/api/v1/chunks", "/chunks") == 0
+    for data in files.values():
+        assert run.client.count("PUT", f"/api/v1/blobs/{sha256(data)}") == 1
+        assert httpx.get(f"{live_server.url}/blobs/{sha256(data)}").content == data
+    assert most == {"calls": 2, "bodies": 1}
+
+
+def test_a_failed_whole_upload_stops_the_push(cli, live_server, tmp_path, monkeypatch):
+    real = RegistryClient.put_blob
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    def second_fails(self, sha, pieces, size, progress=None):  # type: ignore[no-untyped-def]
+        with lock:
+            calls["n"] += 1
+            n = calls["n"]
+        if n == 2:
+            raise ClientError("the network went away")
+        return real(self, sha, pieces, size, progress)
+
+    monkeypatch.setattr(RegistryClient, "put_blob", second_fails)
+    files = {f"model/part-{i}.bin": randbytes(50 + i, 2 * MiB) for i in range(6)}
+    path = tmp_path / "fails.carton"
+    write_big_carton(path, files)
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 1 and "the network went away" in run.err
+    assert calls["n"] <= 4  # the files after the failure are not sent
+    assert run.client.count("POST", "/api/v1/cartons") == 0
