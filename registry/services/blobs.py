@@ -89,7 +89,7 @@ BODY_CUT_SHORT = (TruncatedUpload, UploadAbandoned, UploadStalled)
 """A body that stopped arriving: the upload's whole chunks are kept (``_keep_cut``)."""
 
 
-def _keep_cut(ctx: RegistryContext, packs: PackSession, lease: Lease, writer: FileWriter) -> bool:
+def _keep_cut(ctx: RegistryContext, packs: PackSession, writer: FileWriter) -> bool:
     """Publish the chunks of an upload cut short, as ``POST /api/v1/chunks`` would have:
     each is named by its own BLAKE3, so they are good data whatever the file would have
     been. A client that runs the push again finds them (``chunks/missing``) and sends
@@ -97,11 +97,7 @@ def _keep_cut(ctx: RegistryContext, packs: PackSession, lease: Lease, writer: Fi
     period if nothing does. False (and nothing kept) when that fails."""
     try:
         writer.keep_cut()
-        packs.finish()
-        with ctx.transaction() as session:
-            lease.fence(session)
-            packs.pack_ids(session)  # heals damaged copies of chunks it wrote again
-            lease.release(session)
+        packs.keep_unused()
     except Exception:
         log.warning("could not keep the chunks of an upload cut short", exc_info=True)
         return False
@@ -133,7 +129,7 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, A
                 for data in iter(lambda: source.read(CHUNK), b""):
                     writer.write(data)
             except BODY_CUT_SHORT:
-                kept = _keep_cut(ctx, packs, lease, writer)
+                kept = _keep_cut(ctx, packs, writer)
                 raise
             layout = writer.close()
             if layout.sha256 != sha256:

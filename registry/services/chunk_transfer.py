@@ -209,13 +209,7 @@ def store_chunks(ctx: RegistryContext, body: Readable) -> dict[str, int]:
                     packs.place(batch)
                     batch, size = [], 0
             packs.place(batch)
-            packs.finish()
-            with ctx.transaction() as session:
-                lease.fence(session)  # its packs were published as they were sealed
-                # A chunk recorded damaged was written again (the lookup skips damaged
-                # copies): every file over the damaged copy is repointed at it now.
-                packs.pack_ids(session)
-                lease.release(session)
+            packs.keep_unused()
         except BaseException:
             packs.discard()
             raise

@@ -247,6 +247,18 @@ class PackSession:
         self._packs.seal()
         self._packs.wait()
 
+    def keep_unused(self) -> None:
+        """Publish what was placed for no file (uploaded chunks, or those of an upload cut
+        short): GC takes them after its grace period unless a file comes to use them. The
+        lease is fenced (GC took nothing meanwhile), chunks recorded damaged that this push
+        wrote again repoint every file over the damaged copy (``pack_ids``), and the lease
+        is released."""
+        self.finish()
+        with self.ctx.transaction() as session:
+            self.lease.fence(session)  # its packs were published as they were sealed
+            self.pack_ids(session)
+            self.lease.release(session)
+
     def discard(self) -> None:
         """Undo a rejected push's writes where nobody else relies on them.
 
