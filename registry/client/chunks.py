@@ -372,12 +372,7 @@ class ChunkUploader:
         """Upload ``file`` as one blob: the registry cuts it itself from every byte."""
         with self.slots:
             answer = self.client.put_blob(file.sha256, as_pieces(file.reread()), file.size)
-        self.tally.add(
-            moved=file.size,
-            stored=int(answer.get("bytes_stored") or 0),
-            healed=int(answer.get("bytes_healed") or 0),
-            new_files=file.size if answer.get("created") else 0,
-        )
+        self.tally.add_upload(file.size, answer)
 
     def _resend(self, file: ChunkedFile, lost: set[str]) -> None:
         """Cut the file again and upload the ``lost`` chunks (GC took them)."""

@@ -8,7 +8,7 @@ import hashlib
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -86,6 +86,11 @@ class Sender:
             self._chunks = ChunkUploader(self.client, terms, self.outcome.tally)
         return self._chunks
 
+    def _slot(self) -> AbstractContextManager[object]:
+        """One of the push's uploads in flight: a share of the registry's ingest slots
+        (``ChunkUploader.slots``), none to keep to without chunk transfer."""
+        return self._chunks.slots if self._chunks is not None else nullcontext()
+
     def _chunked(self, size: int) -> ChunkUploader | None:
         """The uploader if the file is worth sending as chunks: larger than
         ``min_file_bytes``, and surely assembled in one request (at most ``max_assemble``
@@ -112,8 +117,7 @@ class Sender:
         """A large file the registry holds nothing of, whole: it hashes and cuts it as it
         arrives (not hashed here either: ``chunks``). Cut short, the upload leaves the
         registry its whole chunks, which a push run again finds by its probe."""
-        slot = self._chunks.slots if self._chunks is not None else nullcontext()
-        with slot:
+        with self._slot():
             self._wire.acquire()  # before the request starts: none waits idle for its body
             sending = True
 
@@ -139,12 +143,7 @@ class Sender:
                 if sending:  # the request failed before its body was read
                     sending = False
                     self._wire.release()
-        self.outcome.tally.add(
-            moved=size,
-            stored=int(answer.get("bytes_stored") or 0),
-            healed=int(answer.get("bytes_healed") or 0),
-            new_files=size if answer.get("created") else 0,
-        )
+        self.outcome.tally.add_upload(size, answer)
 
     def send(self, uploads: list[tuple[str, str, int]]) -> None:
         """Upload each file, checked against its MANIFEST sha256 as it is read."""
@@ -162,14 +161,10 @@ class Sender:
                 reread = partial(self.files.source, member)
                 chunks.assemble(ChunkedFile(sha, size, names, where, reread))
             else:
-                slot = self._chunks.slots if self._chunks is not None else nullcontext()
-                with archive.open_member(member) as reader, slot:  # one of the push's uploads
+                with archive.open_member(member) as reader, self._slot():
                     body = verified_stream(reader, path, member, sha)
                     answer = self.client.put_blob(sha, body, size, self.progress)
-                stored = int(answer.get("bytes_stored") or 0)
-                healed = int(answer.get("bytes_healed") or 0)  # a damaged object replaced
-                created = size if answer.get("created") else 0
-                self.outcome.tally.add(moved=size, stored=stored, healed=healed, new_files=created)
+                self.outcome.tally.add_upload(size, answer)
             self.outcome.uploaded_blobs += 1
             self.outcome.uploaded_bytes += size
         sent, self._whole_sent = self._whole_sent, []

@@ -58,6 +58,17 @@ class Tally:
             self.healed += healed
             self.new_files += new_files
 
+    def add_upload(self, size: int, answer: dict[str, Any]) -> None:
+        """A whole-file upload of ``size`` bytes and the registry's answer to it: what it
+        stored after chunk dedup, wrote in place of damaged copies, and whether it made a
+        new file."""
+        self.add(
+            moved=size,
+            stored=int(answer.get("bytes_stored") or 0),
+            healed=int(answer.get("bytes_healed") or 0),
+            new_files=size if answer.get("created") else 0,
+        )
+
 
 _SAFE_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.carton$")
 
