@@ -1,0 +1,56 @@
+"""The chunk store's hot statements, as SQLite plans them: a push runs them for every
+batch of about 200 chunks, so a plan that walks a whole index instead makes each one
+cost as much as the claims outstanding (Postgres has statistics to choose by)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import event
+
+from registry.services.chunkstore.claims import drop_in
+from registry.services.context import RegistryContext
+from registry.settings import Settings
+
+
+@pytest.fixture
+def sqlite_ctx(tmp_path) -> Iterator[RegistryContext]:
+    ctx = RegistryContext.open(
+        Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'registry.db'}"),
+        migrate=True,
+    )
+    try:
+        yield ctx
+    finally:
+        ctx.close()
+
+
+def plan_of(ctx: RegistryContext, run, prefix: str) -> str:
+    """SQLite's plan for the first statement starting with ``prefix`` that ``run`` sends."""
+    sent: list[tuple[str, object]] = []
+
+    def capture(_conn, _cursor, statement, parameters, _context, _many) -> None:
+        if statement.startswith(prefix):
+            sent.append((statement, parameters))
+
+    event.listen(ctx.engine, "before_cursor_execute", capture)
+    try:
+        run()
+    finally:
+        event.remove(ctx.engine, "before_cursor_execute", capture)
+    assert sent, f"no statement starting with {prefix!r} was sent"
+    statement, parameters = sent[0]
+    with ctx.engine.connect() as connection:
+        rows = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+        return " | ".join(str(row[-1]) for row in rows)
+
+
+def test_claims_are_dropped_by_their_key_not_by_walking_the_lease(sqlite_ctx):
+    def drop() -> None:
+        with sqlite_ctx.transaction() as session:
+            drop_in(session, "a-lease", [f"{i:064x}" for i in range(300)])  # a batch
+
+    plan = plan_of(sqlite_ctx, drop, "DELETE FROM chunk_claims")
+    assert "ix_chunk_claims_lease_id" not in plan, plan
+    assert "(hash=?)" in plan, plan
