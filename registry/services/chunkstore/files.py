@@ -141,15 +141,32 @@ class FileWriter:
 
         ``crc32``: the file's CRC-32 when the caller computed it (a zip member's).
         """
+        return self.close_later(crc32).result()
+
+    def close_later(self, crc32: int | None = None) -> Future[FileLayout]:
+        """``close`` without waiting for the chunking thread: the caller goes on reading
+        the next file while this one's last chunks are cut, named and placed (a carton's
+        members, each of which made both threads wait in turn at its end). The session's
+        one worker thread runs its tasks in order, so each file's layout is final before
+        the next file's first chunk is placed, and ``PackSession.finish`` waits for all.
+        """
         sha256 = self._sha.hexdigest()
         crc = crc32 if crc32 is not None else self._crc
         assert crc is not None, "a FileWriter made with crc=False needs close(crc32=...)"
         if self._small is not None:
             self._session.stage_whole(sha256, b"".join(self._small))
-            return FileLayout(sha256, self.size, crc, None)
+            done: Future[FileLayout] = Future()
+            done.set_result(FileLayout(sha256, self.size, crc, None))
+            return done
         if self._pending:
             self._hand_off()
-        self._inflight.append(self._session.worker().submit(self._finish_cutting))
-        while self._inflight:
-            self._inflight.popleft().result()
-        return FileLayout(sha256, self.size, crc, self._segments.result(), self._new_chunk_bytes)
+        inflight, self._inflight = list(self._inflight), collections.deque()
+
+        def finish() -> FileLayout:
+            for piece in inflight:
+                piece.result()  # done already (one thread, in order): its failure, if any
+            self._finish_cutting()
+            segments = self._segments.result()
+            return FileLayout(sha256, self.size, crc, segments, self._new_chunk_bytes)
+
+        return self._session.worker().submit(finish)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME, TENSOR_DIR
@@ -36,10 +38,13 @@ def receive(ctx: RegistryContext, source: Readable, packs: PackSession) -> Recei
     members. What was written before a failure is the caller's to discard.
     """
     stream = ZipStream(source, ctx.archive_limits)
-    layouts: dict[str, FileLayout] = {}
+    layouts: dict[str, Future[FileLayout]] = {}
     captured: dict[str, bytes] = {}
     budget = CAPTURE_MAX_BYTES
+    unsettled: deque[Future[FileLayout]] = deque()  # files whose last chunks may be in work
     for entry in stream:
+        while unsettled and unsettled[0].done():
+            unsettled.popleft().result()  # a file that failed stops the push here
         if entry.is_dir or entry.path in (MANIFEST_NAME, LINKS_NAME):
             continue  # MANIFEST and LINKS are read by the stream itself, never stored
         writer = FileWriter(packs, crc=False)  # the zip reader checks the member's CRC-32
@@ -53,10 +58,11 @@ def receive(ctx: RegistryContext, source: Readable, packs: PackSession) -> Recei
                 keep.append(data)
                 if writer.size > budget:
                     keep = None  # read back from the store if a check needs it
-        layouts[entry.path] = writer.close(crc32=entry.crc32)
+        layouts[entry.path] = writer.close_later(crc32=entry.crc32)
+        unsettled.append(layouts[entry.path])
         if keep is not None:
             captured[entry.path] = b"".join(keep)
             budget -= writer.size
     central = stream.finish()
     carton = check_carton(stream.entries, central, ctx.archive_limits)
-    return Received(carton, layouts, captured)
+    return Received(carton, {path: done.result() for path, done in layouts.items()}, captured)
