@@ -19,7 +19,7 @@ import io
 
 from registry.carton.errors import CartonFormatError
 from registry.carton.paths import CARTON_TOML, LINKS_NAME, MANIFEST_NAME
-from registry.carton.streams import CHUNK, Readable
+from registry.carton.streams import Readable, read_full
 from registry.carton.zipstream import StreamedCarton, ZipStream, check_carton
 from registry.services.blobs import stored_subset
 from registry.services.chunkstore.damage import damaged_files
@@ -50,16 +50,10 @@ class Prefixed:
 
 def read_ahead(source: Readable) -> tuple[bytes | None, Readable]:
     """(the whole body, if it is at most ``FAST_MAX_BYTES``; a reader of the same bytes)."""
-    parts: list[bytes] = []
-    size = 0
-    while size <= FAST_MAX_BYTES:
-        data = source.read(min(CHUNK, FAST_MAX_BYTES + 1 - size))
-        if not data:
-            body = b"".join(parts)
-            return body, io.BytesIO(body)
-        parts.append(data)
-        size += len(data)
-    return None, Prefixed(b"".join(parts), source)
+    head = read_full(source, FAST_MAX_BYTES + 1)
+    if len(head) <= FAST_MAX_BYTES:
+        return head, io.BytesIO(head)
+    return None, Prefixed(head, source)
 
 
 def _unpacked(ctx: RegistryContext, body: bytes) -> tuple[StreamedCarton, dict[str, bytes]]:
@@ -70,10 +64,7 @@ def _unpacked(ctx: RegistryContext, body: bytes) -> tuple[StreamedCarton, dict[s
     for member in stream:
         if member.is_dir or member.path in (MANIFEST_NAME, LINKS_NAME):
             continue
-        parts = []
-        while chunk := member.read(CHUNK):
-            parts.append(chunk)
-        held[member.path] = b"".join(parts)
+        held[member.path] = member.read()
     carton = check_carton(stream.entries, stream.finish(), ctx.archive_limits)
     by_path = {path: held[source] for path, source in carton.sources.items() if source in held}
     for entry in carton.manifest.entries:
