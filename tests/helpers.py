@@ -11,6 +11,7 @@ import io
 import time
 import zipfile
 from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -160,3 +161,9 @@ def pushes_settled(ctx: RegistryContext, timeout: float = 30.0) -> None:
                 return
         time.sleep(0.05)
     raise AssertionError("a push still holds its lease")
+
+
+def row_counts(ctx: RegistryContext, *tables: Any) -> dict[str, int]:
+    """Rows in each of ``tables`` (ORM classes), by table name."""
+    with ctx.sessions() as s:
+        return {t.__tablename__: s.scalar(select(func.count()).select_from(t)) for t in tables}

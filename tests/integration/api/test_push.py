@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from registry.carton.limits import ArchiveLimits
 from registry.db.tables import Blob, Carton, CartonFile, Model, Version
 from tests.conftest import FIXTURE_CARTONS, REFERENCE, fixture_carton
+from tests.helpers import row_counts
 
 
 def manifest_sha256(path: Path) -> str:
@@ -24,11 +25,7 @@ def manifest_sha256(path: Path) -> str:
 
 
 def counts(ctx) -> dict[str, int]:
-    with ctx.sessions() as s:
-        return {
-            t.__tablename__: s.scalar(select(func.count()).select_from(t))
-            for t in (Blob, Carton, CartonFile, Model, Version)
-        }
+    return row_counts(ctx, Blob, Carton, CartonFile, Model, Version)
 
 
 def stored_blobs(ctx) -> set[str]:

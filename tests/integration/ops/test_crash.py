@@ -19,7 +19,7 @@ from registry.db.tables import Blob, Carton, CartonFile, UploadLease, Version
 from registry.services.context import RegistryContext
 from registry.services.gc import collect_garbage
 from registry.settings import Settings
-from tests.helpers import store_objects
+from tests.helpers import row_counts, store_objects
 from tests.integration.ops.helpers import make_carton, push
 
 REPO = Path(__file__).resolve().parents[3]
@@ -38,11 +38,7 @@ def free_port() -> int:
 
 
 def counts(ctx) -> dict[str, int]:
-    with ctx.sessions() as s:
-        return {
-            t.__tablename__: s.scalar(select(func.count()).select_from(t))
-            for t in (Blob, Carton, CartonFile, Version)
-        }
+    return row_counts(ctx, Blob, Carton, CartonFile, Version)
 
 
 def store_files(data: Path) -> list[Path]:

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 from backports.zstd import zipfile
-from sqlalchemy import func, select
 
 from registry.carton.manifest import build_manifest
 from registry.carton.zipwrite import STORED, write_zip
 from registry.db.tables import Blob, Carton, CartonFile, Model, Version
+from tests.helpers import row_counts
 
 
 def host_of(live_server: Any) -> str:
@@ -49,11 +49,7 @@ def run_aio(live_server: Any, fn: Callable[[Any], Any]) -> Any:
 
 
 def counts(ctx: Any) -> dict[str, int]:
-    with ctx.sessions() as s:
-        return {
-            t.__tablename__: s.scalar(select(func.count()).select_from(t))
-            for t in (Blob, Carton, CartonFile, Model, Version)
-        }
+    return row_counts(ctx, Blob, Carton, CartonFile, Model, Version)
 
 
 def push(live_server: Any, carton: Path | bytes) -> dict[str, Any]:
