@@ -13,10 +13,11 @@ from registry.services.chunkstore.writer import PackSession
 
 MiB = 1024 * 1024
 LOOKUP_BATCH_BYTES = 16 * MiB
-"""Chunk bytes per ``PackSession.place``: one index lookup (and one claim) per batch. The
-batch's bytes are held until it is placed: with 8 MiB batches and 2 MiB hand-offs a pushing
-worker peaked about 20 MiB lower (issue 27), but a 1 GiB push ran 143 against 170 MiB/s
-(medians of 6 alternated pushes on a quiet machine); 4 MiB batches cost 13 %."""
+"""Chunk bytes per ``PackSession.place``: one index lookup (and one claim) per batch. A
+batch's bytes are held until it is placed, while the next is cut: two batches at most.
+Smaller batches cost time: 8 MiB ran 2.97-3.01 against 2.79-2.84 s a GiB with placing
+overlapping cutting (alternated); before that, 8 MiB batches and 2 MiB hand-offs peaked a
+pushing worker about 20 MiB lower (issue 27) but ran 143 against 170 MiB/s."""
 HANDOFF_BYTES = 4 * MiB
 """Per hand-off to the chunking thread: one wake-up of each thread (the ``Chunker`` still
 joins 1 MiB at a time). Up to ``PIECES_IN_FLIGHT`` hand-offs and one being gathered are
@@ -37,10 +38,11 @@ class FileWriter:
     """One file's bytes in, a ``FileLayout`` out (module doc).
 
     The caller's thread hashes (sha256, and CRC-32 unless the caller knows it);
-    cutting and placing chunks runs on the session's worker thread, fed pieces of
-    about ``HANDOFF_BYTES``, and naming them on a naming thread, a MiB of chunks at a
-    time while the next are cut: pyfastcdc, BLAKE3 and hashlib release the GIL, so a
-    push keeps two cores busy.
+    cutting runs on the session's chunking thread, fed pieces of about
+    ``HANDOFF_BYTES``, naming on a naming thread, a MiB of chunks at a time while the
+    next are cut, and placing on the session's placing thread, a batch at a time while
+    the next is cut: pyfastcdc, BLAKE3, hashlib and the database drivers release the
+    GIL, so a push keeps two cores busy.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class FileWriter:
         self._inflight: collections.deque[Future[None]] = collections.deque()
         self._naming: list[tuple[list[memoryview], Future[list[str]]]] = []
         self._batch_bytes = 0
+        self._placing: Future[None] | None = None  # this file's last batch handed to the placer
         self._segments = Segments()  # of the chunks placed so far, in file order
         self._new_chunk_bytes = 0
 
@@ -105,19 +108,29 @@ class FileWriter:
             self._flush()
 
     def _flush(self) -> None:
-        if self._naming:
-            batch = [
-                (name, chunk)
-                for chunks, names in self._naming
-                for name, chunk in zip(names.result(), chunks, strict=True)
-            ]
-            self._naming, self._batch_bytes = [], 0
-            if self.names is not None:
-                self.names.extend(name for name, _ in batch)
-            before = self._session.chunk_bytes_written
-            for ref in self._session.place(batch):
-                self._segments.add(ref)
-            self._new_chunk_bytes += self._session.chunk_bytes_written - before
+        """On the chunking thread: the chunks cut so far go to the placing thread, once this
+        file's batch before them is placed (a failure there raises here and stops the file;
+        two batches are held at most: one placed, one cut)."""
+        if not self._naming:
+            return
+        batch, self._naming, self._batch_bytes = self._naming, [], 0
+        if self._placing is not None:
+            self._placing.result()
+        self._placing = self._session.placer().submit(self._place, batch)
+
+    def _place(self, batch: list[tuple[list[memoryview], Future[list[str]]]]) -> None:
+        """On the placing thread: one ``PackSession.place`` for a batch of named chunks."""
+        named = [
+            (name, chunk)
+            for chunks, names in batch
+            for name, chunk in zip(names.result(), chunks, strict=True)
+        ]
+        if self.names is not None:
+            self.names.extend(name for name, _ in named)
+        before = self._session.chunk_bytes_written
+        for ref in self._session.place(named):
+            self._segments.add(ref)
+        self._new_chunk_bytes += self._session.chunk_bytes_written - before
 
     def _finish_cutting(self) -> None:
         assert self._chunker is not None
@@ -135,6 +148,8 @@ class FileWriter:
         self._inflight.append(self._session.worker().submit(self._flush))
         while self._inflight:
             self._inflight.popleft().result()
+        if self._placing is not None:
+            self._placing.result()
 
     def close(self, crc32: int | None = None) -> FileLayout:
         """The file's layout; its bytes are staged or placed (published by ``finish``).
@@ -144,29 +159,49 @@ class FileWriter:
         return self.close_later(crc32).result()
 
     def close_later(self, crc32: int | None = None) -> Future[FileLayout]:
-        """``close`` without waiting for the chunking thread: the caller goes on reading
+        """``close`` without waiting for the session's threads: the caller goes on reading
         the next file while this one's last chunks are cut, named and placed (a carton's
-        members, each of which made both threads wait in turn at its end). The session's
-        one worker thread runs its tasks in order, so each file's layout is final before
-        the next file's first chunk is placed, and ``PackSession.finish`` waits for all.
+        members, each of which made the threads wait in turn at its end). The session's
+        one chunking and one placing thread each run their tasks in order, so each file's
+        layout is final before the next file's first chunk is placed, and
+        ``PackSession.finish`` waits for all.
         """
         sha256 = self._sha.hexdigest()
         crc = crc32 if crc32 is not None else self._crc
         assert crc is not None, "a FileWriter made with crc=False needs close(crc32=...)"
+        done: Future[FileLayout] = Future()
         if self._small is not None:
             self._session.stage_whole(sha256, b"".join(self._small))
-            done: Future[FileLayout] = Future()
             done.set_result(FileLayout(sha256, self.size, crc, None))
             return done
         if self._pending:
             self._hand_off()
         inflight, self._inflight = list(self._inflight), collections.deque()
 
-        def finish() -> FileLayout:
+        def cut_rest() -> None:  # on the chunking thread, after the file's last piece
             for piece in inflight:
                 piece.result()  # done already (one thread, in order): its failure, if any
             self._finish_cutting()
-            segments = self._segments.result()
-            return FileLayout(sha256, self.size, crc, segments, self._new_chunk_bytes)
+            _chain(self._session.placer().submit(settle), done)
 
-        return self._session.worker().submit(finish)
+        def settle() -> None:  # on the placing thread, after the file's last batch
+            if self._placing is not None:
+                self._placing.result()
+            segments = self._segments.result()
+            done.set_result(FileLayout(sha256, self.size, crc, segments, self._new_chunk_bytes))
+
+        _chain(self._session.worker().submit(cut_rest), done)
+        return done
+
+
+def _chain(step: Future[None], done: Future[FileLayout]) -> None:
+    """``done`` fails when ``step`` fails or is cancelled (a discarded session's threads
+    drop the tasks they have not started): whoever waits for ``done`` never hangs."""
+
+    def failed(step: Future[None]) -> None:
+        if step.cancelled():
+            done.cancel()
+        elif (exc := step.exception()) is not None and not done.done():
+            done.set_exception(exc)
+
+    step.add_done_callback(failed)

@@ -2,8 +2,8 @@
 
 A ``PackSession`` belongs to one push: it decides where each chunk comes from
 (looked up in the index, each pack leased before it is trusted; or claimed and
-appended by ``packing.PackAppender``; or waited for), runs the thread that cuts
-them, and finishes or discards the push's writes. A ``FileWriter``
+appended by ``packing.PackAppender``; or waited for), runs the threads that cut
+and place them, and finishes or discards the push's writes. A ``FileWriter``
 (``files``) takes one file's bytes in pieces of any size and hashes (sha256
 for the file's identity, CRC-32 for zip), cuts and names chunks, and hands them
 to the session in batches, one index lookup per batch. Small files stay whole
@@ -72,6 +72,7 @@ class PackSession:
         self.healed_bytes = 0  # bytes of those this push wrote the good copies of
         self.healed_whole: set[str] = set()  # whole blobs it replaced, their records deleted
         self._worker: ThreadPoolExecutor | None = None
+        self._placer: ThreadPoolExecutor | None = None
 
     @property
     def chunk_bytes_written(self) -> int:
@@ -230,15 +231,25 @@ class PackSession:
     # -- lifecycle ----------------------------------------------------------------------
 
     def worker(self) -> ThreadPoolExecutor:
-        """The thread that cuts, names and places this session's chunks, in order."""
+        """The thread that cuts this session's chunks and hands them to ``placer``, in order."""
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="chunker")
         return self._worker
 
+    def placer(self) -> ThreadPoolExecutor:
+        """The thread that places this session's cut chunks (``place``), in the order cut:
+        a batch is looked up, claimed and appended while the chunking thread cuts the next
+        (both in one thread, cutting waited for placing: the push's longest thread)."""
+        if self._placer is None:
+            self._placer = ThreadPoolExecutor(1, thread_name_prefix="chunk-placer")
+        return self._placer
+
     def _stop_worker(self) -> None:
-        if self._worker is not None:
-            self._worker.shutdown(wait=True, cancel_futures=True)
-            self._worker = None
+        # The chunking thread first: its tasks hand batches to the placing thread.
+        for pool in (self._worker, self._placer):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._worker = self._placer = None
 
     def finish(self) -> None:
         """Write staged whole blobs and seal the open pack: everything placed is published."""

@@ -1,13 +1,15 @@
-"""A push's members overlap: the next member is read while the last one's chunks are
-cut, named and placed on the session's chunking thread (``FileWriter.close_later``).
-On both backend pairs: every file comes back whole, and a member whose chunks fail to
-be placed fails the push with nothing kept."""
+"""A push's stages overlap: the next member is read while the last one's chunks are cut,
+named and placed (``FileWriter.close_later``), and a file's next batch is cut on the
+chunking thread while the last one is placed on the placing thread. On both backend
+pairs: every file comes back whole, and a member whose chunks fail to be placed fails
+the push with nothing kept."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import random
+import threading
 import zipfile
 
 from sqlalchemy import select
@@ -67,3 +69,50 @@ def test_a_member_whose_chunks_cannot_be_placed_fails_the_push_and_keeps_nothing
     assert kept == dict.fromkeys(kept, 0), kept
     with registry_ctx.sessions() as session:  # its packs went with it (no file uses them)
         assert session.scalars(select(Pack.name)).all() == []
+
+
+def test_batches_are_placed_on_the_placing_thread_in_the_order_they_were_cut(
+    client, registry_ctx, monkeypatch
+):
+    calls: list[tuple[str, int]] = []
+    place = PackSession.place
+
+    def recording_place(self, chunks):
+        calls.append((threading.current_thread().name, sum(len(data) for _, data in chunks)))
+        return place(self, chunks)
+
+    monkeypatch.setattr(PackSession, "place", recording_place)
+    data = random.Random(5).randbytes(40 * MiB)  # three batches of about 16 MiB
+    manifest = push(client, make_carton({"model/big.bin": data}, model_name="big", stored=True))[
+        "manifest_sha256"
+    ]
+    assert {name.rsplit("_", 1)[0] for name, _ in calls} == {"chunk-placer"}
+    assert len(calls) == 3 and sum(size for _, size in calls) == len(data)
+    full = client.get(f"/cartons/{manifest}.carton", params={"form": "full"})
+    with zipfile.ZipFile(io.BytesIO(full.content)) as z:
+        assert z.read("model/big.bin") == data
+
+
+def test_no_batch_of_a_file_is_placed_after_one_of_its_batches_failed(
+    client, registry_ctx, monkeypatch
+):
+    placed: list[int] = []
+    place = PackSession.place
+
+    def failing_place(self, chunks):
+        placed.append(len(chunks))
+        if len(placed) == 1:  # the first batch of three, while the second is being cut
+            raise RuntimeError("the index went away")
+        return place(self, chunks)
+
+    monkeypatch.setattr(PackSession, "place", failing_place)
+    data = random.Random(6).randbytes(40 * MiB)
+    response = client.post(
+        "/api/v1/cartons",
+        content=make_carton({"model/big.bin": data}, model_name="big", stored=True),
+    )
+    assert response.status_code == 500, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    assert len(placed) == 1
+    kept = row_counts(registry_ctx, Carton, Blob, BlobSegment, ChunkClaim, UploadLease, Pack)
+    assert kept == dict.fromkeys(kept, 0), kept

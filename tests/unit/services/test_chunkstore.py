@@ -6,6 +6,9 @@ import hashlib
 import os
 import random
 import shutil
+import threading
+import time
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 import pytest
@@ -144,6 +147,28 @@ def test_any_range_reads_what_the_file_holds(ctx: RegistryContext, seed: int, cu
     assert read_file(ctx.blobs, stored, len(data) + 5) == b""
 
 
+def test_a_file_closing_while_its_session_is_discarded_does_not_hang(
+    ctx: RegistryContext,
+) -> None:
+    """A push that fails discards its session while a member's last chunks still wait for
+    the placing thread: the member's layout fails (cancelled) instead of never coming."""
+    release = threading.Event()
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        packs = PackSession(ctx, lease)
+        busy = packs.placer().submit(release.wait, 10)  # the placing thread is held up
+        writer = FileWriter(packs)
+        writer.write(os.urandom(3 * MiB))
+        layout = writer.close_later()
+        discarding = threading.Thread(target=packs.discard)
+        discarding.start()
+        time.sleep(0.2)  # the discard drops the tasks queued behind the held-up one
+        release.set()
+        discarding.join(10)
+        assert not discarding.is_alive() and busy.result() is True
+        with pytest.raises(CancelledError):
+            layout.result(timeout=5)
+
+
 def test_a_rejected_session_leaves_no_pack(ctx: RegistryContext) -> None:
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
@@ -182,7 +207,7 @@ def test_a_file_being_written_holds_a_bounded_part_of_its_bytes(
     sqlite_template: Path, tmp_path: Path
 ) -> None:
     """Between the caller's pieces and the pack file on disk, a push holds a few MiB of a
-    file however large it is: the batch of cut chunks awaiting one index lookup, the
+    file however large it is: two batches of cut chunks (one being placed, one cut), the
     pieces handed to the chunking thread, the pack writer's gathered writes. That is
     most of a pushing server worker's memory (issue 27, figure 6); tracemalloc counts
     every allocation Python makes while 96 MiB go through."""
@@ -207,7 +232,7 @@ def test_a_file_being_written_holds_a_bounded_part_of_its_bytes(
             packs.finish()
     finally:
         context.close()
-    held = LOOKUP_BATCH_BYTES + (PIECES_IN_FLIGHT + 1) * HANDOFF_BYTES  # batch, hand-offs
+    held = 2 * LOOKUP_BATCH_BYTES + (PIECES_IN_FLIGHT + 1) * HANDOFF_BYTES  # batches, hand-offs
     assert peak < held + 8 * MiB, f"{peak / MiB:.1f} MiB held at once"
 
 
