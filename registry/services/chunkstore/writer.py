@@ -245,11 +245,13 @@ class PackSession:
         return self._placer
 
     def _stop_worker(self) -> None:
-        # The chunking thread first: its tasks hand batches to the placing thread.
-        for pool in (self._worker, self._placer):
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
-        self._worker = self._placer = None
+        # The chunking thread first: its tasks hand batches to (and may start) the placer.
+        if self._worker is not None:
+            self._worker.shutdown(wait=True, cancel_futures=True)
+            self._worker = None
+        if self._placer is not None:
+            self._placer.shutdown(wait=True, cancel_futures=True)
+            self._placer = None
 
     def finish(self) -> None:
         """Write staged whole blobs and seal the open pack: everything placed is published."""

@@ -8,7 +8,7 @@ import random
 import shutil
 import threading
 import time
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, Future
 from pathlib import Path
 
 import pytest
@@ -167,6 +167,31 @@ def test_a_file_closing_while_its_session_is_discarded_does_not_hang(
         assert not discarding.is_alive() and busy.result() is True
         with pytest.raises(CancelledError):
             layout.result(timeout=5)
+
+
+def test_a_placing_thread_started_while_the_session_stops_is_stopped_too(
+    ctx: RegistryContext,
+) -> None:
+    """The chunking thread starts the placing thread on its first batch: a batch it hands
+    over while the session is being discarded (its last task still running) is placed or
+    dropped before the discard goes on to abort the pack and drop the claims, never after."""
+    release = threading.Event()
+    late: list[Future[None]] = []
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        packs = PackSession(ctx, lease)
+
+        def last_task() -> None:
+            release.wait(10)
+            late.append(packs.placer().submit(time.sleep, 0.5))  # a batch being placed
+
+        packs.worker().submit(last_task)
+        stopping = threading.Thread(target=packs.discard)
+        stopping.start()
+        time.sleep(0.2)  # the discard waits for the chunking thread's running task
+        release.set()
+        stopping.join(10)
+        assert not stopping.is_alive()
+        assert late and late[0].done()
 
 
 def test_a_rejected_session_leaves_no_pack(ctx: RegistryContext) -> None:
