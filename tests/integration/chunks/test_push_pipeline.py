@@ -27,6 +27,22 @@ def members(count: int, size: int) -> dict[str, bytes]:
     return {f"model/part-{i}.bin": rng.randbytes(size + i * 4099) for i in range(count)}
 
 
+def fail_placing(monkeypatch, at_call: int) -> list[int]:
+    """``PackSession.place`` fails ("the index went away") on its ``at_call``-th call; the
+    list returned gets the chunk count of every call."""
+    placed: list[int] = []
+    place = PackSession.place
+
+    def failing_place(self, chunks):
+        placed.append(len(chunks))
+        if len(placed) == at_call:
+            raise RuntimeError("the index went away")
+        return place(self, chunks)
+
+    monkeypatch.setattr(PackSession, "place", failing_place)
+    return placed
+
+
 def test_members_overlapping_on_the_chunking_thread_each_come_back_whole(client, registry_ctx):
     files = members(4, 3 * MiB)
     carton = make_carton(files, model_name="overlap", stored=True)
@@ -50,16 +66,7 @@ def test_members_overlapping_on_the_chunking_thread_each_come_back_whole(client,
 def test_a_member_whose_chunks_cannot_be_placed_fails_the_push_and_keeps_nothing(
     client, registry_ctx, monkeypatch
 ):
-    placed: list[int] = []
-    place = PackSession.place
-
-    def failing_place(self, chunks):
-        placed.append(len(chunks))
-        if len(placed) == 2:  # the first member's last batch is placed, the second's fails
-            raise RuntimeError("the index went away")
-        return place(self, chunks)
-
-    monkeypatch.setattr(PackSession, "place", failing_place)
+    placed = fail_placing(monkeypatch, at_call=2)  # the first member's batch goes, not the second's
     carton = make_carton(members(4, 3 * MiB), model_name="fails", stored=True)
     response = client.post("/api/v1/cartons", content=carton)
     assert response.status_code == 500, response.text
@@ -96,16 +103,7 @@ def test_batches_are_placed_on_the_placing_thread_in_the_order_they_were_cut(
 def test_no_batch_of_a_file_is_placed_after_one_of_its_batches_failed(
     client, registry_ctx, monkeypatch
 ):
-    placed: list[int] = []
-    place = PackSession.place
-
-    def failing_place(self, chunks):
-        placed.append(len(chunks))
-        if len(placed) == 1:  # the first batch of three, while the second is being cut
-            raise RuntimeError("the index went away")
-        return place(self, chunks)
-
-    monkeypatch.setattr(PackSession, "place", failing_place)
+    placed = fail_placing(monkeypatch, at_call=1)  # the first batch of three, the second being cut
     data = random.Random(6).randbytes(40 * MiB)
     response = client.post(
         "/api/v1/cartons",
