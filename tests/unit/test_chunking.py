@@ -33,7 +33,6 @@ def pieces(data: bytes, sizes: list[int]) -> list[bytes]:
     data=st.binary(min_size=0, max_size=60_000),
     sizes=st.lists(st.integers(min_value=1, max_value=9_000), min_size=1, max_size=8),
     # 1: cut at every feed, the hardest case for the horizon; larger: joins of many pieces
-    # (the registry's push joins 4 MiB, 16 of its largest chunks)
     batch=st.sampled_from([1, 3 * SMALL.max_size, 16 * SMALL.max_size]),
 )
 def test_pieces_cut_like_the_whole(data: bytes, sizes: list[int], batch: int) -> None:

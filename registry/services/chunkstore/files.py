@@ -23,12 +23,6 @@ HANDOFF_BYTES = 4 * MiB
 joins 1 MiB at a time). Up to ``PIECES_IN_FLIGHT`` hand-offs and one being gathered are
 held at once."""
 PIECES_IN_FLIGHT = 2
-CUT_JOIN_BYTES = 4 * MiB
-"""Bytes the ``Chunker`` joins and cuts at once (its default is 1 MiB): each join costs a
-cut of the chunk carried over from the one before, a naming task and a wake-up of a
-naming thread. Alternated, 1 GiB into a fresh registry: 2.81-2.99 s and 3.92-4.06 CPU-s
-(1 MiB) against 2.72-2.81 s and 3.75-3.84 CPU-s (4 MiB); the pushing server's peak
-(figure 6, 2 GiB) 174 -> 184 MiB."""
 NAMING_THREADS = 2
 """Threads (per process) that name chunks (BLAKE3) while the chunking thread cuts the
 next ones: naming was a third of that thread's work, the longest of a push's threads."""
@@ -85,7 +79,7 @@ class FileWriter:
                 return
             self._pending, self._small = self._small, None
             self._pending_bytes = self.size
-            self._chunker = Chunker(self._session.params, batch=CUT_JOIN_BYTES)
+            self._chunker = Chunker(self._session.params)
         else:
             self._pending.append(bytes(data))
             self._pending_bytes += len(data)
