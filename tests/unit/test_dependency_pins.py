@@ -30,9 +30,12 @@ TESTED: dict[str, tuple[str, str]] = {
         "uvicorn.protocols.http.httptools_impl.HttpToolsProtocol (connection_made, "
         "on_message_begin, on_headers_complete, connection_lost, on_body) and uses its "
         "self.cycle (.body, .response_complete, .message_event), self.parser, self.flow, "
-        "self.loop, self.transport and flow_control.HIGH_WATER_LIMIT; "
-        "tests/integration/hardening/test_slow_clients.py covers the header timeout, and "
-        "every live_server test (uploads included) runs on the class",
+        "self.loop, self.transport and flow_control.HIGH_WATER_LIMIT; LargeReads wraps it, "
+        "given to uvicorn as its http protocol class, which uvicorn calls with config=, "
+        "server_state=, app_state= and _loop=; "
+        "tests/integration/hardening/test_slow_clients.py covers the header timeout, "
+        "test_large_reads.py the large reads, and every live_server test (uploads "
+        "included) runs on both",
     ),
     "httpx": (
         ">=0.28,<0.29",
