@@ -30,9 +30,12 @@ SAMPLE_RATE = 100  # py-spy samples per second
 # streams (no spool): each member is hashed, cut, named and written as the body arrives.
 PHASES: list[tuple[str, str, tuple[str, ...]]] = [
     (
-        "sha256 of each file (chunkstore/files.py FileWriter.write)",
+        "sha256 of each file (chunkstore/files.py FileWriter: _cut, close_later)",
         "leaf",
-        ("FileWriter.write (registry/services/chunkstore/files.py",),
+        (
+            "FileWriter._cut (registry/services/chunkstore/files.py",
+            "FileWriter.close_later (registry/services/chunkstore/files.py",
+        ),
     ),
     ("zip: member reading and CRC-32 (registry/carton/zip*)", "leaf", ("registry/carton/zip",)),
     ("BLAKE3 chunk names (chunk_hash)", "leaf", ("chunk_hash (",)),
