@@ -83,18 +83,19 @@ class Chunker:
     chunk is cut twice per batch, not the ``max_size`` tail (a quarter of each batch
     was cut twice before).
 
-    Pieces are joined once per batch and chunks are handed out as views into that
-    immutable join: every byte is copied at most once here, never per chunk (a fresh
-    ``bytes`` per chunk cost more than the cutting: each 80 KiB allocation faults its
-    pages in anew). A batch of one ``bytes`` piece is not copied, and one of the carried
-    chunk and a large ``bytes`` piece (a MiB the server received) has only the carried
-    chunk and a ``max_size`` of the piece joined (``_uncut``: 1 GiB pushed 2.26 against
-    2.33 s, alternated). A chunk's view keeps its whole join or piece alive, so joins
-    stay small (``batch``, 1 MiB); the chunk carried into the next join, cut and copied
-    again, is about a twelfth of it. 4 MiB joins pushed 1 GiB about 4 % faster (a
-    quarter of the cuts, carries and naming tasks), but a pushing server's peak grew with
-    the push: 189 -> 223 MiB for 16 GiB (2 MiB joins: 196),
+    Pieces are joined once per batch (no copy when a batch is one ``bytes`` piece) and
+    chunks are handed out as views into that immutable join: every byte is copied at
+    most once here, never per chunk (a fresh ``bytes`` per chunk cost more than the
+    cutting: each 80 KiB allocation faults its pages in anew). A chunk's view keeps its
+    whole join alive, so joins stay small (``batch``, 1 MiB); the chunk carried into the
+    next join, cut and copied again, is about a twelfth of it. 4 MiB joins pushed 1 GiB
+    about 4 % faster (a quarter of the cuts, carries and naming tasks), but a pushing
+    server's peak grew with the push: 189 -> 223 MiB for 16 GiB (2 MiB joins: 196),
     likely holes the heap keeps where joins of many sizes were freed out of order.
+    Cutting a received MiB in place after the carried chunk (joining only the carried
+    chunk and ``max_size`` of the piece) pushed 1 GiB 3 % faster (2.33 -> 2.26 s), but
+    the 16 GiB push then peaked at 207 against 190 MiB: the pieces, allocated on the
+    event loop's thread, then lived until placed (61508ae, reverted).
     """
 
     def __init__(self, params: ChunkParams, *, batch: int = MiB) -> None:
@@ -119,9 +120,11 @@ class Chunker:
         return self._cut(final=True)
 
     def _cut(self, *, final: bool) -> list[memoryview]:
-        chunks: list[memoryview] = []
-        view = self._uncut(chunks)
+        pieces = self._pieces
+        whole = pieces[0] if len(pieces) == 1 and isinstance(pieces[0], bytes) else None
+        view = memoryview(whole if whole is not None else b"".join(pieces))
         end, max_size = len(view), self.params.max_size
+        chunks: list[memoryview] = []
         done = 0
         for chunk in self._cdc.cut_buf(view):
             stop = chunk.offset + chunk.length
@@ -133,29 +136,6 @@ class Chunker:
         self._pieces = [rest] if rest else []
         self._pending = len(rest)
         return chunks
-
-    def _uncut(self, chunks: list[memoryview]) -> memoryview:
-        """The pending bytes as one view, to cut from its start: the pieces joined, or one
-        ``bytes`` piece as it is. Where a short piece (the chunk carried from the last
-        cut) precedes one large ``bytes`` piece, only it and that piece's first
-        ``max_size`` bytes are joined: every chunk that starts in the short piece ends
-        within them and is cut there, as over the whole (more than ``max_size`` bytes
-        follow its start), into ``chunks``; the view is the rest of the large piece,
-        cut in place. A received MiB is then copied a quarter, not whole."""
-        pieces, max_size = self._pieces, self.params.max_size
-        if len(pieces) == 1 and isinstance(pieces[0], bytes):
-            return memoryview(pieces[0])
-        if len(pieces) != 2 or not isinstance(pieces[1], bytes) or len(pieces[1]) < 2 * max_size:
-            return memoryview(b"".join(pieces))
-        head, piece = pieces
-        bridge = memoryview(b"".join((head, memoryview(piece)[:max_size])))
-        stop = 0
-        for chunk in self._cdc.cut_buf(bridge):
-            if chunk.offset >= len(head):
-                break
-            stop = chunk.offset + chunk.length
-            chunks.append(bridge[chunk.offset : stop])
-        return memoryview(piece)[stop - len(head) :]
 
 
 def iter_chunks(params: ChunkParams, pieces: Iterator[bytes]) -> Iterator[memoryview]:
