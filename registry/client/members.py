@@ -3,7 +3,8 @@ when compressed.
 
 A Stored member is a range of the zip file: the file is mapped once (read-only) and
 the member read as a slice of the map, so hashing and cutting it copy nothing, and
-several threads may read at once. Its zip CRC-32 is not checked on that path: the
+several threads may read at once; a whole upload, which copies every byte anyway,
+reads it from the file (``pieces``). Its zip CRC-32 is not checked on those paths: the
 sha256 against MANIFEST, which every byte read this way goes through, is the stronger
 check. A compressed member is read through ``CartonArchive.open_member`` (which checks
 its CRC-32 as it decompresses).
@@ -44,6 +45,25 @@ class LocalCarton:
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         offset, size = span
         return memoryview(self._map)[offset : offset + size]
+
+    def pieces(self, member: str) -> Iterator[bytes]:
+        """The member's bytes in ``READ_BYTES`` pieces, to send: a Stored member read from
+        the file (a copy by the kernel per piece) rather than copied out of the map (which
+        faults every page in: 0.4 CPU-second a GiB on the sending threads, on the 2 cores
+        the registry shares in a local push)."""
+        span = self.archive.stored_span(member)
+        if span is None or span[1] == 0:
+            yield from self._stream(member)
+            return
+        offset, size = span
+        with self.path.open("rb", buffering=0) as f:
+            f.seek(offset)
+            while size > 0:
+                piece = f.read(min(READ_BYTES, size))
+                if not piece:
+                    raise ClientError(f"{self.path}: {member} ends early (the file was changed)")
+                size -= len(piece)
+                yield piece
 
     def _stream(self, member: str) -> Iterator[bytes]:
         with self.archive.open_member(member) as reader:

@@ -20,7 +20,6 @@ from registry.client.chunks import (
     ChunkedFile,
     ChunkTerms,
     ChunkUploader,
-    as_pieces,
     probe_names,
 )
 from registry.client.members import LocalCarton
@@ -124,7 +123,7 @@ class Sender:
             def body() -> Iterator[bytes]:
                 nonlocal sending
                 try:
-                    for piece in as_pieces(self.files.source(member)):
+                    for piece in self.files.pieces(member):
                         if self._closing.is_set():  # Ctrl-C, or another upload failed
                             raise ClientError("the push was stopped")
                         yield piece
