@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import random
 import socket
+import time
 
 import httpx
 
@@ -38,6 +39,18 @@ def stored_of(ctx, chunks: dict[str, int]) -> int:
     return sum(n for name, n in chunks.items() if name not in missing)
 
 
+def kept_once_settled(ctx, chunks: dict[str, int], at_least: int, timeout: float = 30) -> int:
+    """What the server kept of ``chunks`` once its upload is over. The client is gone as
+    soon as its bytes are in the socket buffers, which hold megabytes: the server may not
+    have taken a lease yet, so no lease (``pushes_settled``) proves nothing until what it
+    keeps has appeared (``at_least`` bytes), or ``timeout`` has passed."""
+    deadline = time.monotonic() + timeout
+    while stored_of(ctx, chunks) < at_least and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pushes_settled(ctx)
+    return stored_of(ctx, chunks)
+
+
 def test_an_upload_cut_short_keeps_the_chunks_it_cut_and_makes_no_file(live_server):
     ctx = live_server.ctx
     data = random.Random(1).randbytes(24 * MiB)
@@ -45,10 +58,9 @@ def test_an_upload_cut_short_keeps_the_chunks_it_cut_and_makes_no_file(live_serv
     sock = start_put(live_server.port, data, len(data))
     sock.sendall(data[:sent])
     sock.close()  # the client goes away mid-body
-    pushes_settled(ctx)
 
     chunks = canonical_chunks(ctx, data)
-    kept = stored_of(ctx, chunks)
+    kept = kept_once_settled(ctx, chunks, 8 * MiB)
     # Everything that arrived but the tail the chunker still carried (at most one chunk
     # per MiB-sized join: the server may not have read the last few MiB before the close).
     assert 8 * MiB <= kept <= sent, kept
@@ -71,9 +83,8 @@ def test_what_an_upload_cut_short_kept_goes_at_gc_when_nothing_uses_it(live_serv
     sock = start_put(live_server.port, data, len(data) + MiB)  # announces more than it sends
     sock.sendall(data)
     sock.close()
-    pushes_settled(ctx)
     chunks = canonical_chunks(ctx, data)
-    assert stored_of(ctx, chunks) >= 4 * MiB
+    assert kept_once_settled(ctx, chunks, 4 * MiB) >= 4 * MiB
 
     collect_garbage(ctx, grace_seconds=3600)  # within the grace period: kept
     assert stored_of(ctx, chunks) >= 4 * MiB
