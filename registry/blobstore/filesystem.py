@@ -47,7 +47,7 @@ from registry.blobstore.errors import (
 )
 from registry.blobstore.packfile import FilePackWriter, fsync_dir
 from registry.carton.digests import is_sha256
-from registry.carton.streams import CHUNK, hash_stream
+from registry.carton.streams import CHUNK, hash_stream, pread_range
 
 _LINK_UNSUPPORTED = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK}
 
@@ -209,7 +209,7 @@ class FilesystemBlobStore(BlobStore):
         try:
             data = os.pread(fd, end - start, start)
             if 0 < len(data) < end - start:
-                data += b"".join(_pread(fd, start + len(data), end, end - start, None))
+                data += b"".join(pread_range(fd, start + len(data), end, end - start))
             return data
         finally:
             os.close(fd)
@@ -231,7 +231,7 @@ class FilesystemBlobStore(BlobStore):
             raise BlobNotFound(sha256) from None
         try:
             stop = os.fstat(fd).st_size if end is None else end
-            yield from _pread(fd, start, stop, chunk_size, None)
+            yield from pread_range(fd, start, stop, chunk_size)
         finally:
             os.close(fd)
 
@@ -252,7 +252,7 @@ class FilesystemBlobStore(BlobStore):
                     except FileNotFoundError:
                         raise PackNotFound(name) from None
                     current = name
-                yield from _pread(fd, start, end, chunk_size, PackNotFound(name))
+                yield from pread_range(fd, start, end, chunk_size, PackNotFound(name))
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -315,19 +315,3 @@ def _ranged(f: BinaryIO, start: int, end: int | None) -> BinaryIO:
         raise
     limit = None if end is None else end - start
     return RangeReader(f, limit)  # type: ignore[return-value]  # a RawIOBase, read as a BinaryIO
-
-
-def _pread(
-    fd: int, start: int, stop: int, chunk_size: int, short: Exception | None
-) -> Iterator[bytes]:
-    """Bytes ``[start, stop)`` of ``fd``; a file that ends early raises ``short`` (None:
-    the read just ends, as a blob read past its end does)."""
-    position = start
-    while position < stop:
-        piece = os.pread(fd, min(chunk_size, stop - position), position)
-        if not piece:
-            if short is not None:
-                raise short
-            return
-        position += len(piece)
-        yield piece

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeAlias
 
@@ -55,6 +56,23 @@ def read_full(stream: Readable, size: int) -> bytes:
         parts.append(data)
         got += len(data)
     return b"".join(parts)
+
+
+def pread_range(
+    fd: int, start: int, stop: int, chunk_size: int = CHUNK, short: Exception | None = None
+) -> Iterator[bytes]:
+    """Bytes ``[start, stop)`` of ``fd`` in fresh pieces of at most ``chunk_size``, each one
+    ``os.pread`` (one copy from the page cache, no file object); a file that ends early
+    raises ``short`` (None: the read just ends, as a blob read past its end does)."""
+    position = start
+    while position < stop:
+        piece = os.pread(fd, min(chunk_size, stop - position), position)
+        if not piece:
+            if short is not None:
+                raise short
+            return
+        position += len(piece)
+        yield piece
 
 
 def hash_stream(stream: Readable, chunk_size: int = CHUNK) -> tuple[str, int]:

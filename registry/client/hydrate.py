@@ -21,7 +21,7 @@ import httpx
 from registry.carton.canonical import ReadRange, full_layout
 from registry.carton.digests import mismatch_message
 from registry.carton.errors import CartonFormatError
-from registry.carton.streams import CHUNK, ByteStream, crc32
+from registry.carton.streams import CHUNK, ByteStream, crc32, pread_range
 from registry.carton.zipread import CartonArchive
 from registry.client.blobfetch import iter_blob
 from registry.client.cache import ChunkCache
@@ -141,12 +141,8 @@ def write_full(
 
     def local(path: Path) -> ReadRange:
         def read_range(offset: int, length: int) -> Iterator[bytes]:
-            with path.open("rb") as f:
-                f.seek(offset)
-                left = length
-                while left > 0 and (data := f.read(min(CHUNK, left))):
-                    left -= len(data)
-                    yield data
+            with path.open("rb", buffering=0) as f:
+                yield from pread_range(f.fileno(), offset, offset + length)
 
         return read_range
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from registry.carton.digests import mismatch_message
+from registry.carton.streams import pread_range
 from registry.carton.zipread import CartonArchive
 from registry.client.chunks import READ_BYTES, Source, read_pieces
 from registry.client.transport import ClientError, Progress
@@ -56,14 +57,9 @@ class LocalCarton:
             yield from self._stream(member)
             return
         offset, size = span
+        short = ClientError(f"{self.path}: {member} ends early (the file was changed)")
         with self.path.open("rb", buffering=0) as f:
-            f.seek(offset)
-            while size > 0:
-                piece = f.read(min(READ_BYTES, size))
-                if not piece:
-                    raise ClientError(f"{self.path}: {member} ends early (the file was changed)")
-                size -= len(piece)
-                yield piece
+            yield from pread_range(f.fileno(), offset, offset + size, READ_BYTES, short)
 
     def _stream(self, member: str) -> Iterator[bytes]:
         with self.archive.open_member(member) as reader:
