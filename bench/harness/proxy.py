@@ -50,6 +50,8 @@ class CountingProxy:
                 continue
             server.settimeout(None)
             client.settimeout(None)
+            for end in (client, server):  # relay each write at once, as nginx or HAProxy do
+                end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(target=self._pump, args=(client, server, "up"), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, "down"), daemon=True).start()
 
