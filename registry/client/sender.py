@@ -145,17 +145,25 @@ class Sender:
         self.outcome.tally.add_upload(size, answer)
 
     def send(self, uploads: list[tuple[str, str, int]]) -> None:
-        """Upload each file, checked against its MANIFEST sha256 as it is read."""
+        """Upload each file, checked against its MANIFEST sha256 as it is read: the files
+        to go whole start first (on ``WHOLE_IN_FLIGHT`` threads), the others are sent here
+        meanwhile."""
         if not uploads:
             return
         path, archive = self.files.path, self.files.archive
-        unknown = self._unknown(uploads)
-        for sha, member, size in uploads:
-            where = f"{path}: {member}"
+        here: list[tuple[str, str, int]] = []
+        for group in self._probe_groups(uploads):
+            unknown = self._unknown(group)
+            for sha, member, size in group:
+                if sha in unknown:
+                    self._whole_soon(sha, member, size)
+                    self._counted(size)
+                else:
+                    here.append((sha, member, size))
+        for sha, member, size in here:
             chunks = self._chunked(size)
-            if sha in unknown:
-                self._whole_soon(sha, member, size)
-            elif chunks is not None:
+            if chunks is not None:
+                where = f"{path}: {member}"
                 names = chunks.send_chunks(self.files.source(member), self.progress)
                 reread = partial(self.files.source, member)
                 chunks.assemble(ChunkedFile(sha, size, names, where, reread))
@@ -164,13 +172,27 @@ class Sender:
                     body = verified_stream(reader, path, member, sha)
                     answer = self.client.put_blob(sha, body, size, self.progress)
                 self.outcome.tally.add_upload(size, answer)
-            self.outcome.uploaded_blobs += 1
-            self.outcome.uploaded_bytes += size
+            self._counted(size)
         sent, self._whole_sent = self._whole_sent, []
         for future in sent:
             future.result()
         if self._chunks is not None:
             self._chunks.finish()
+
+    def _counted(self, size: int) -> None:
+        self.outcome.uploaded_blobs += 1
+        self.outcome.uploaded_bytes += size
+
+    def _probe_groups(
+        self, uploads: list[tuple[str, str, int]]
+    ) -> list[list[tuple[str, str, int]]]:
+        """The first file worth sending as chunks on its own, then the others: if it goes
+        whole, its upload starts while the others are probed, instead of after (4 MiB of
+        each cut and named: 60 ms for a 1 GiB carton of 15 files on this machine)."""
+        first = next((i for i, u in enumerate(uploads) if self._chunked(u[2]) is not None), None)
+        if first is None or len(uploads) == 1:
+            return [uploads]
+        return [[uploads[first]], uploads[:first] + uploads[first + 1 :]]
 
     def _whole_soon(self, sha: str, member: str, size: int) -> None:
         """``_send_unknown`` on one of ``WHOLE_IN_FLIGHT`` threads; a failed upload stops

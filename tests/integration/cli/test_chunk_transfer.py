@@ -612,3 +612,40 @@ def test_a_failed_whole_upload_stops_the_push(cli, live_server, tmp_path, monkey
     assert run.code == 1 and "the network went away" in run.err
     assert calls["n"] <= 4  # the files after the failure are not sent
     assert run.client.count("POST", "/api/v1/cartons") == 0
+
+
+def test_the_first_fresh_file_is_on_the_wire_while_the_others_are_probed(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """The first file worth probing is probed alone: once the registry says it holds none
+    of it, its whole upload starts, and the other files are probed meanwhile."""
+    from registry.client import sender
+
+    files = {f"model/part-{i}.bin": randbytes(70 + i, 3 * MiB) for i in range(3)}
+    first = sha256(files["model/part-0.bin"])
+    first_sent = threading.Event()
+    probed_after_it: list[bool] = []
+    real_probe, real_put = sender.probe_names, RegistryClient.put_blob
+
+    def probe(params, source, size):  # type: ignore[no-untyped-def]
+        names = real_probe(params, source, size)
+        if bytes(source[:64]) != files["model/part-0.bin"][:64]:
+            probed_after_it.append(first_sent.wait(10))
+        return names
+
+    def put(self, sha, pieces, size, progress=None):  # type: ignore[no-untyped-def]
+        if sha == first:
+            first_sent.set()
+        return real_put(self, sha, pieces, size, progress)
+
+    monkeypatch.setattr(sender, "probe_names", probe)
+    monkeypatch.setattr(RegistryClient, "put_blob", put)
+    path = tmp_path / "first.carton"
+    write_big_carton(path, files)
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert probed_after_it == [True, True]
+    assert run.client.count("POST", "/api/v1/chunks/missing") == 2  # the first, the rest
+    assert run.client.count("POST", "/api/v1/chunks", "/chunks") == 0
+    for data in files.values():
+        assert run.client.count("PUT", f"/api/v1/blobs/{sha256(data)}") == 1
