@@ -19,28 +19,26 @@ Smaller batches cost time: 8 MiB ran 2.97-3.01 against 2.79-2.84 s a GiB with pl
 overlapping cutting (alternated); before that, 8 MiB batches and 2 MiB hand-offs peaked a
 pushing worker about 20 MiB lower (issue 27) but ran 143 against 170 MiB/s."""
 HANDOFF_BYTES = 4 * MiB
-"""Per hand-off to the hashing and chunking threads: one wake-up of each (the ``Chunker``
-still joins 1 MiB at a time). Up to ``PIECES_IN_FLIGHT`` hand-offs (the same pieces, to
-both threads) and one being gathered are held at once."""
+"""Per hand-off to the chunking thread: one wake-up of each thread (the ``Chunker`` still
+joins 1 MiB at a time). Up to ``PIECES_IN_FLIGHT`` hand-offs and one being gathered are
+held at once."""
 PIECES_IN_FLIGHT = 2
 
 
 class FileWriter:
     """One file's bytes in, a ``FileLayout`` out (module doc).
 
-    The caller's thread computes the CRC-32 (unless the caller knows it) and hands the
-    bytes on in pieces of about ``HANDOFF_BYTES``: to the session's hashing thread
-    (sha256) and to its chunking thread (joined, cut, each chunk named), which hands
-    batches of chunks to its placing thread, each placed while the next is cut:
-    hashlib, pyfastcdc, BLAKE3 and the database drivers release the GIL, so a push keeps
-    two cores busy. Issue 27, alternated, 1 GiB: the sha256 on the chunking thread was
-    that thread's largest part (0.75 of its 2.2 CPU-seconds on a Xeon host); on a thread
-    of its own, 10 of 10 pushes were faster there (2.83 against 3.03 s on average, the
-    same CPU time). Before that, on the caller's thread it cost 0.3 CPU-second more than
-    on the chunking thread (2.27-2.38 against 2.23-2.31 s, an AMD host); two naming
-    threads beside the chunking one, a future per MiB of chunks, cost more in hand-offs
-    than they saved once placing had its own thread (2.66 -> 2.52 s). A file under the
-    chunking threshold is hashed whole at its end.
+    The caller's thread computes the CRC-32 (unless the caller knows it); hashing
+    (sha256), cutting and naming run on the session's chunking thread, fed pieces of
+    about ``HANDOFF_BYTES``, and placing on the session's placing thread, a batch at a
+    time while the next is cut: hashlib, pyfastcdc, BLAKE3 and the database drivers
+    release the GIL, so a push keeps two cores busy. Each piece is hashed, joined, cut and
+    its chunks named in turn on one thread while its bytes are in that core's cache
+    (issue 27, alternated, 1 GiB: the sha256 on the caller's thread cost 0.3 CPU-second
+    more and 2.27-2.38 against 2.23-2.31 s; two naming threads beside the chunking one,
+    a future per MiB of chunks, cost more in hand-offs than they saved once placing had
+    its own thread: 2.66 -> 2.52 s). A file under the chunking threshold is hashed
+    whole at its end.
     """
 
     def __init__(
@@ -57,8 +55,7 @@ class FileWriter:
         self._chunker: Chunker | None = None
         self._pending: list[bytes] = []
         self._pending_bytes = 0
-        self._inflight: collections.deque[Future[None]] = collections.deque()  # cutting
-        self._hashing: collections.deque[Future[None]] = collections.deque()
+        self._inflight: collections.deque[Future[None]] = collections.deque()
         self._named: list[tuple[str, memoryview]] = []  # cut, not yet handed to the placer
         self._batch_bytes = 0
         self._placing: Future[None] | None = None  # this file's last batch handed to the placer
@@ -87,22 +84,16 @@ class FileWriter:
     def _hand_off(self) -> None:
         pieces = self._pending
         self._pending, self._pending_bytes = [], 0
-        for inflight in (self._inflight, self._hashing):
-            while len(inflight) >= PIECES_IN_FLIGHT:
-                inflight.popleft().result()
-        self._hashing.append(self._session.hasher().submit(self._hash, pieces))
+        while len(self._inflight) >= PIECES_IN_FLIGHT:
+            self._inflight.popleft().result()
         self._inflight.append(self._session.worker().submit(self._cut, pieces))
 
-    def _hash(self, pieces: list[bytes]) -> None:
-        """On the hashing thread."""
-        for piece in pieces:
-            self._sha.update(piece)
-
     def _cut(self, pieces: list[bytes]) -> None:
-        """On the chunking thread: the pieces joined there, once (``Chunker``), and cut."""
+        """On the chunking thread: the pieces hashed, then joined there, once (``Chunker``)."""
         chunker = self._chunker
         assert chunker is not None
         for piece in pieces:
+            self._sha.update(piece)
             self._take(chunker.feed(piece))
 
     def _take(self, chunks: list[memoryview]) -> None:
@@ -178,14 +169,11 @@ class FileWriter:
         if self._pending:
             self._hand_off()
         inflight, self._inflight = list(self._inflight), collections.deque()
-        hashing, self._hashing = list(self._hashing), collections.deque()
 
         def cut_rest() -> None:  # on the chunking thread, after the file's last piece
             for piece in inflight:
                 piece.result()  # done already (one thread, in order): its failure, if any
             self._finish_cutting()
-            for piece in hashing:
-                piece.result()  # the hashing thread's, in order: its failure, if any
             sha256 = self._sha.hexdigest()
             _chain(self._session.placer().submit(settle, sha256), done)
 

@@ -73,7 +73,6 @@ class PackSession:
         self.healed_whole: set[str] = set()  # whole blobs it replaced, their records deleted
         self._worker: ThreadPoolExecutor | None = None
         self._placer: ThreadPoolExecutor | None = None
-        self._hasher: ThreadPoolExecutor | None = None
 
     @property
     def chunk_bytes_written(self) -> int:
@@ -245,22 +244,11 @@ class PackSession:
             self._placer = ThreadPoolExecutor(1, thread_name_prefix="chunk-placer")
         return self._placer
 
-    def hasher(self) -> ThreadPoolExecutor:
-        """The thread that computes the sha256 of this session's files, the same pieces the
-        chunking thread cuts meanwhile, in order."""
-        if self._hasher is None:
-            self._hasher = ThreadPoolExecutor(1, thread_name_prefix="hasher")
-        return self._hasher
-
     def _stop_worker(self) -> None:
-        # The chunking thread first: its tasks hand batches to (and may start) the placer,
-        # and wait for the hashing of the file they end.
+        # The chunking thread first: its tasks hand batches to (and may start) the placer.
         if self._worker is not None:
             self._worker.shutdown(wait=True, cancel_futures=True)
             self._worker = None
-        if self._hasher is not None:
-            self._hasher.shutdown(wait=True, cancel_futures=True)
-            self._hasher = None
         if self._placer is not None:
             self._placer.shutdown(wait=True, cancel_futures=True)
             self._placer = None
