@@ -161,6 +161,7 @@ class Sender:
                 else:
                     here.append((sha, member, size))
         for sha, member, size in here:
+            self._whole_failed()  # a failed whole upload stops the push here too
             chunks = self._chunked(size)
             if chunks is not None:
                 where = f"{path}: {member}"
@@ -199,6 +200,10 @@ class Sender:
         the push at the next file, or at the end."""
         if self._whole is None:
             self._whole = ThreadPoolExecutor(WHOLE_IN_FLIGHT, thread_name_prefix="whole-upload")
+        self._whole_failed()
+        self._whole_sent.append(self._whole.submit(self._send_unknown, sha, member, size))
+
+    def _whole_failed(self) -> None:
+        """Raise the error of a whole upload that failed already, if any."""
         for done in [f for f in self._whole_sent if f.done()]:
             done.result()
-        self._whole_sent.append(self._whole.submit(self._send_unknown, sha, member, size))

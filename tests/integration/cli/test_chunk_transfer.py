@@ -649,3 +649,30 @@ def test_the_first_fresh_file_is_on_the_wire_while_the_others_are_probed(
     assert run.client.count("POST", "/api/v1/chunks", "/chunks") == 0
     for data in files.values():
         assert run.client.count("PUT", f"/api/v1/blobs/{sha256(data)}") == 1
+
+
+def test_a_failed_whole_upload_stops_the_small_files_after_it(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """Small files go after the whole uploads are queued, each only while none has failed."""
+    big = randbytes(80, 3 * MiB)
+    smalls = {f"model/small-{i}.txt": f"small {i}".encode() for i in range(4)}
+    failed = threading.Event()
+    small_puts: list[str] = []
+    real = RegistryClient.put_blob
+
+    def put(self, sha, pieces, size, progress=None):  # type: ignore[no-untyped-def]
+        if sha == sha256(big):
+            failed.set()
+            raise ClientError("the network went away")
+        small_puts.append(sha)
+        assert failed.wait(10)  # the whole upload has failed by the time this one is sent
+        return real(self, sha, pieces, size, progress)
+
+    monkeypatch.setattr(RegistryClient, "put_blob", put)
+    path = tmp_path / "mixed.carton"
+    write_big_carton(path, {"model/big.bin": big, **smalls})
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 1 and "the network went away" in run.err
+    assert len(small_puts) == 1  # the one under way; none after the failure was seen
+    assert run.client.count("POST", "/api/v1/cartons") == 0
