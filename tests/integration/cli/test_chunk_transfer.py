@@ -666,7 +666,7 @@ def test_a_failed_whole_upload_stops_the_small_files_after_it(
             failed.set()
             raise ClientError("the network went away")
         small_puts.append(sha)
-        assert failed.wait(10)  # the whole upload has failed by the time this one is sent
+        assert failed.wait(10)  # the whole upload fails before this one is sent
         return real(self, sha, pieces, size, progress)
 
     monkeypatch.setattr(RegistryClient, "put_blob", put)
@@ -674,5 +674,6 @@ def test_a_failed_whole_upload_stops_the_small_files_after_it(
     write_big_carton(path, {"model/big.bin": big, **smalls})
     run = cli("push", str(path), "--url", live_server.url)
     assert run.code == 1 and "the network went away" in run.err
-    assert len(small_puts) == 1  # the one under way; none after the failure was seen
+    # At most the one under way when the failure came (none if it came first); 4 unchecked.
+    assert len(small_puts) <= 1, small_puts
     assert run.client.count("POST", "/api/v1/cartons") == 0
