@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, select
+from sqlalchemy import ColumnElement, String, Table, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import QueryableAttribute, Session
+from sqlalchemy.sql import coercions, roles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.sqltypes import NullType
+from sqlalchemy.sql.type_api import TypeEngine
+from sqlalchemy.sql.visitors import InternalTraversal
+from sqlalchemy.types import TypeDecorator
 
 from registry.db.tables import CartonFile
 
@@ -34,6 +43,65 @@ def insert_ignore_returning(
     module = postgresql if dialect == "postgresql" else sqlite
     stmt = module.insert(table).on_conflict_do_nothing().returning(column)
     return set(session.scalars(stmt, list(rows)))
+
+
+class StringList(TypeDecorator[Collection[str]]):
+    """A list of strings bound as one parameter: a JSON array on SQLite (read back with
+    ``json_each``), a ``text[]`` on Postgres. A statement over one such parameter has one
+    shape whatever the list's length, so it is compiled and prepared once, and binding it
+    costs one value, not one per element (``in_list``)."""
+
+    impl = String
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(postgresql.ARRAY(String()))
+        return dialect.type_descriptor(String())
+
+    def process_bind_param(self, value: Collection[str] | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        return list(value) if dialect.name == "postgresql" else json.dumps(list(value))
+
+
+class in_list(ColumnElement[bool]):  # named as a function: used as one, like ``in_``
+    """``column IN`` the strings of the parameter ``name`` (a ``StringList``), for any
+    number of them: one statement per batch of chunks, where an expanding ``IN`` list
+    rendered and bound each hash on its own and was cut into ``IN_CHUNK`` slices."""
+
+    inherit_cache = True
+    # Not Boolean: SQLite would get "... IN (...) = 1", which no index serves.
+    type = NullType()  # type: ignore[assignment]
+    _traverse_internals = [
+        ("column", InternalTraversal.dp_clauseelement),
+        ("param", InternalTraversal.dp_clauseelement),
+    ]
+
+    def __init__(self, column: ColumnElement[str] | QueryableAttribute[str], name: str) -> None:
+        self.column: ColumnElement[str] = coercions.expect(roles.ExpressionElementRole, column)
+        self.param = bindparam(name, type_=StringList())
+
+
+def list_values(name: str, dialect: str) -> ColumnElement[str]:
+    """The strings of the parameter ``name`` (a ``StringList``) as a column to select
+    from, on ``dialect`` (``in_list``'s counterpart for ``INSERT ... SELECT``)."""
+    param = bindparam(name, type_=StringList())
+    if dialect == "postgresql":
+        return func.unnest(param).table_valued("value").render_derived().c.value
+    return func.json_each(param).table_valued("value").c.value
+
+
+@compiles(in_list)
+def _in_json_array(element: in_list, compiler: SQLCompiler, **kw: Any) -> str:
+    column, param = compiler.process(element.column, **kw), compiler.process(element.param, **kw)
+    return f"{column} IN (SELECT value FROM json_each({param}))"
+
+
+@compiles(in_list, "postgresql")
+def _in_array(element: in_list, compiler: SQLCompiler, **kw: Any) -> str:
+    column, param = compiler.process(element.column, **kw), compiler.process(element.param, **kw)
+    return f"{column} = ANY({param})"
 
 
 # Bound on the values in one ``IN (...)`` list (SQLite's variable limit, plan size).

@@ -12,28 +12,59 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import bindparam, delete, exists, select, update
+from sqlalchemy import String, bindparam, delete, exists, false, select, true, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.dml import ReturningInsert
 
-from registry.db.queries import in_chunks, insert_ignore_returning
+from registry.db.queries import in_chunks, in_list, list_values
 from registry.db.tables import ChunkClaim, UploadLease
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease
 
 _DROP = delete(ChunkClaim.__table__).where(
-    ChunkClaim.hash.in_(bindparam("hashes", expanding=True)),
+    in_list(ChunkClaim.hash, "hashes"),
     # Compared as an expression, not a column: SQLite would otherwise walk every claim of
     # the lease through its index for each statement, not look up each hash by its key.
     ChunkClaim.lease_id + "" == bindparam("lease_id"),
 )
+"""One statement per pack published or batch given up, whatever its number of chunks
+(``in_list``: the hashes are one parameter)."""
+
+_STALE = delete(ChunkClaim.__table__).where(
+    in_list(ChunkClaim.hash, "hashes"),
+    ChunkClaim.lease_id.in_(
+        select(UploadLease.id).where(UploadLease.heartbeat_at < bindparam("cutoff"))
+    ),
+)
+"""The claims on ``hashes`` whose holder's lease went stale (a crashed push)."""
+
+
+def _claim_statement(dialect: str) -> ReturningInsert[Any]:
+    """INSERT of a claim per hash of the parameter ``hashes`` that no push holds,
+    returning those it inserted: one statement a batch, bound with two values."""
+    module = postgresql if dialect == "postgresql" else sqlite
+    rows = select(list_values("hashes", dialect), bindparam("lease_id", type_=String()), false())
+    # WHERE: SQLite reads "SELECT ... FROM f(...) ON CONFLICT" as a join constraint without it.
+    statement: ReturningInsert[Any] = (
+        module.insert(ChunkClaim.__table__)
+        .from_select(["hash", "lease_id", "wanted"], rows.where(true()))
+        .on_conflict_do_nothing()
+        .returning(ChunkClaim.__table__.c.hash)
+    )
+    return statement
+
+
+_CLAIM = {dialect: _claim_statement(dialect) for dialect in ("sqlite", "postgresql")}
 
 
 def drop_in(session: Session, lease_id: str, hashes: Collection[str]) -> None:
     """End ``lease_id``'s claims on ``hashes`` in the caller's transaction."""
-    connection = session.connection()
-    for batch in in_chunks(sorted(hashes)):
-        connection.execute(_DROP, {"hashes": batch, "lease_id": lease_id})
+    if hashes:
+        # In key order, as the claims were taken: concurrent pushes lock them in one order.
+        session.connection().execute(_DROP, {"hashes": sorted(hashes), "lease_id": lease_id})
 
 
 class ChunkClaims:
@@ -49,23 +80,15 @@ class ChunkClaims:
 
         ``take_over``: claims whose holder's lease went stale (a crashed push) give way.
         """
-        won: set[str] = set()
-        for batch in in_chunks(sorted(hashes)):
-            if take_over:
-                cutoff = datetime.now(UTC) - timedelta(seconds=self.ctx.settings.lease_timeout)
-                stale = select(UploadLease.id).where(UploadLease.heartbeat_at < cutoff)
-                session.execute(
-                    delete(ChunkClaim).where(
-                        ChunkClaim.hash.in_(batch), ChunkClaim.lease_id.in_(stale)
-                    )
-                )
-            won |= insert_ignore_returning(
-                session,
-                ChunkClaim.__table__,
-                [{"hash": h, "lease_id": self.lease.id, "wanted": False} for h in batch],
-                ChunkClaim.__table__.c.hash,
-            )
-        return won
+        if not hashes:
+            return set()
+        connection = session.connection()
+        # In key order: pushes racing for the same chunks lock their keys in one order.
+        values = {"hashes": sorted(hashes), "lease_id": self.lease.id}
+        if take_over:
+            cutoff = datetime.now(UTC) - timedelta(seconds=self.ctx.settings.lease_timeout)
+            connection.execute(_STALE, {"hashes": values["hashes"], "cutoff": cutoff})
+        return set(connection.execute(_CLAIM[connection.dialect.name], values).scalars())
 
     def drop(self, hashes: Collection[str]) -> None:
         with self.ctx.transaction() as session:

@@ -34,11 +34,11 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.chunking import ChunkParams
-from registry.db.queries import in_chunks
+from registry.db.queries import in_chunks, in_list
 from registry.db.tables import Chunk, Pack
 from registry.services.chunkstore.claims import ChunkClaims
 from registry.services.chunkstore.damage import heal, undamaged_copy
@@ -293,21 +293,18 @@ _INDEXED = (
     select(Chunk.hash, Chunk.idx, Chunk.offset, Chunk.length, Pack.name)
     .join(Pack, Pack.id == Chunk.pack_id)
     .where(
-        Chunk.hash.in_(bindparam("hashes", expanding=True)),
+        in_list(Chunk.hash, "hashes"),
         Pack.retired_at.is_(None),
         undamaged_copy(),
     )
 )
-"""One statement, compiled once: a push runs it twice per batch of about 200 chunks, and
-binding the hashes one by one into a new statement each time cost more than the query."""
+"""One statement, compiled and prepared once: a push runs it twice per batch of about 200
+chunks, and binding the hashes one by one into a new statement each time cost more than
+the query (``in_list``: the hashes are one parameter)."""
 
 
 def _indexed(session: Session, hashes: set[str]) -> dict[str, ChunkRef]:
     """Where the index has each of ``hashes``: in a live pack, on a copy not recorded as
     damaged (not yet leased: ``PackSession._trusted``)."""
-    found: dict[str, ChunkRef] = {}
-    connection = session.connection()
-    for batch in in_chunks(sorted(hashes)):
-        for r in connection.execute(_INDEXED, {"hashes": batch}):
-            found[r.hash] = ChunkRef(r.name, r.idx, r.offset, r.length)
-    return found
+    rows = session.connection().execute(_INDEXED, {"hashes": list(hashes)})
+    return {r.hash: ChunkRef(r.name, r.idx, r.offset, r.length) for r in rows}

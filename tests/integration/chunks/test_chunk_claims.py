@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from registry.chunking import chunk_hash
 from registry.db.tables import Chunk, ChunkClaim
+from registry.services.chunkstore.claims import ChunkClaims, drop_in
 from registry.services.chunkstore.layout import ChunkRef
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
@@ -157,3 +158,34 @@ def test_a_chunk_published_between_the_lookup_and_the_claim_is_used_not_written(
     with registry_ctx.sessions() as s:
         assert s.scalars(select(ChunkClaim).where(ChunkClaim.lease_id == b.lease.id)).all() == []
         assert len(s.scalars(select(Chunk).where(Chunk.hash == NAME)).all()) == 1
+
+
+def test_a_batch_of_more_hashes_than_an_in_list_held_is_claimed_in_one_statement(
+    registry_ctx, pushes
+):
+    """The hashes of a batch are one parameter (a JSON array on SQLite, an array on
+    Postgres), so any number of them is claimed, looked up and dropped in one statement
+    each; a claim held by one push is not won by another."""
+    a, b = pushes(), pushes()
+    hashes = [f"{i:064x}" for i in range(1_200)]  # more than IN_CHUNK, and SQLite's 999
+    sent: list[str] = []
+
+    def count(_conn, _cursor, statement, _params, _context, _many) -> None:
+        sent.append(statement.split(None, 3)[2] if statement.startswith("INSERT") else "")
+
+    event.listen(registry_ctx.engine, "before_cursor_execute", count)
+    try:
+        with registry_ctx.transaction() as session:
+            won = ChunkClaims(registry_ctx, a.lease).claim_in(session, hashes, take_over=False)
+    finally:
+        event.remove(registry_ctx.engine, "before_cursor_execute", count)
+    assert won == set(hashes)
+    assert sent.count("chunk_claims") == 1
+    with registry_ctx.transaction() as session:
+        assert ChunkClaims(registry_ctx, b.lease).claim_in(session, hashes, take_over=True) == set()
+    assert b.packs.lookup(set(hashes)) == {}
+    with registry_ctx.transaction() as session:
+        drop_in(session, a.lease.id, hashes[:700])
+    with registry_ctx.sessions() as s:
+        held = set(s.scalars(select(ChunkClaim.hash).where(ChunkClaim.lease_id == a.lease.id)))
+    assert held == set(hashes[700:])

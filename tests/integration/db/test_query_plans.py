@@ -9,8 +9,10 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import event
 
-from registry.services.chunkstore.claims import drop_in
+from registry.services.chunkstore.claims import ChunkClaims, drop_in
+from registry.services.chunkstore.writer import _indexed
 from registry.services.context import RegistryContext
+from registry.services.leases import Lease
 from registry.settings import Settings
 
 
@@ -54,3 +56,28 @@ def test_claims_are_dropped_by_their_key_not_by_walking_the_lease(sqlite_ctx):
     plan = plan_of(sqlite_ctx, drop, "DELETE FROM chunk_claims")
     assert "ix_chunk_claims_lease_id" not in plan, plan
     assert "(hash=?)" in plan, plan
+
+
+def test_a_batch_is_looked_up_by_key_from_one_list_parameter(sqlite_ctx):
+    hashes = {f"{i:064x}" for i in range(300)}
+
+    def look_up() -> None:
+        with sqlite_ctx.sessions() as session:
+            _indexed(session, hashes)
+
+    plan = plan_of(sqlite_ctx, look_up, "SELECT chunks.hash")
+    assert "SEARCH chunks USING INDEX sqlite_autoindex_chunks_1 (hash=?)" in plan, plan
+    assert "json_each" in plan, plan
+
+
+def test_stale_claims_are_found_by_their_key(sqlite_ctx):
+    with Lease(sqlite_ctx.sessions, 30) as lease:
+        claims = ChunkClaims(sqlite_ctx, lease)
+
+        def take_over() -> None:
+            with sqlite_ctx.transaction() as session:
+                claims.claim_in(session, [f"{i:064x}" for i in range(300)], take_over=True)
+
+        plan = plan_of(sqlite_ctx, take_over, "DELETE FROM chunk_claims")
+    assert "(hash=?)" in plan, plan
+    assert "SCAN chunk_claims" not in plan, plan
