@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -104,3 +104,13 @@ def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
     with factory() as session, session.begin():
         session.connection(execution_options={WRITE_OPTION: True})
         yield session
+
+
+@contextmanager
+def core_transaction(engine: Engine) -> Iterator[Connection]:
+    """``transaction`` for Core statements only, without an ORM session to set up and
+    tear down: a push runs one per batch of about 200 chunks."""
+    with engine.connect() as connection:
+        connection.execution_options(**{WRITE_OPTION: True})
+        with connection.begin():
+            yield connection

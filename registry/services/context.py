@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -15,7 +15,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from registry.blobstore import BlobStore, open_blobstore
 from registry.carton.limits import ArchiveLimits
 from registry.chunking import ChunkParams
-from registry.db.engine import is_sqlite, make_engine, make_sessionmaker, transaction
+from registry.db.engine import (
+    core_transaction,
+    is_sqlite,
+    make_engine,
+    make_sessionmaker,
+    transaction,
+)
 from registry.errors import StorageNotReady
 from registry.services.caches import Caches
 from registry.services.observers import Observers
@@ -93,6 +99,12 @@ class RegistryContext:
     def transaction(self) -> Iterator[Session]:
         with transaction(self.sessions) as session:
             yield session
+
+    @contextmanager
+    def core_transaction(self) -> Iterator[Connection]:
+        """A write transaction on a bare connection (``db.engine.core_transaction``)."""
+        with core_transaction(self.engine) as connection:
+            yield connection
 
     @property
     def archive_limits(self) -> ArchiveLimits:

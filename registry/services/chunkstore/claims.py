@@ -14,9 +14,8 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import String, bindparam, delete, exists, false, select, true, update
+from sqlalchemy import Connection, String, bindparam, delete, exists, false, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import ReturningInsert
 
 from registry.db.queries import in_chunks, in_list, list_values
@@ -60,11 +59,11 @@ def _claim_statement(dialect: str) -> ReturningInsert[Any]:
 _CLAIM = {dialect: _claim_statement(dialect) for dialect in ("sqlite", "postgresql")}
 
 
-def drop_in(session: Session, lease_id: str, hashes: Collection[str]) -> None:
+def drop_in(connection: Connection, lease_id: str, hashes: Collection[str]) -> None:
     """End ``lease_id``'s claims on ``hashes`` in the caller's transaction."""
     if hashes:
         # In key order, as the claims were taken: concurrent pushes lock them in one order.
-        session.connection().execute(_DROP, {"hashes": sorted(hashes), "lease_id": lease_id})
+        connection.execute(_DROP, {"hashes": sorted(hashes), "lease_id": lease_id})
 
 
 class ChunkClaims:
@@ -74,7 +73,9 @@ class ChunkClaims:
         self.ctx = ctx
         self.lease = lease
 
-    def claim_in(self, session: Session, hashes: Collection[str], *, take_over: bool) -> set[str]:
+    def claim_in(
+        self, connection: Connection, hashes: Collection[str], *, take_over: bool
+    ) -> set[str]:
         """The chunks among ``hashes`` this push now holds the claim of, in the caller's
         transaction (which may go on to look at the index).
 
@@ -82,7 +83,6 @@ class ChunkClaims:
         """
         if not hashes:
             return set()
-        connection = session.connection()
         # In key order: pushes racing for the same chunks lock their keys in one order.
         values = {"hashes": sorted(hashes), "lease_id": self.lease.id}
         if take_over:
@@ -91,8 +91,8 @@ class ChunkClaims:
         return set(connection.execute(_CLAIM[connection.dialect.name], values).scalars())
 
     def drop(self, hashes: Collection[str]) -> None:
-        with self.ctx.transaction() as session:
-            drop_in(session, self.lease.id, hashes)
+        with self.ctx.core_transaction() as connection:
+            drop_in(connection, self.lease.id, hashes)
 
     def drop_all(self) -> None:
         with self.ctx.transaction() as session:
@@ -117,12 +117,12 @@ class ChunkClaims:
 
     def any_wanted(self) -> bool:
         """Whether another push waits for a chunk this push claimed."""
-        with self.ctx.sessions() as session:
-            return self.any_wanted_in(session)
+        with self.ctx.engine.connect() as connection:
+            return self.any_wanted_in(connection)
 
-    def any_wanted_in(self, session: Session) -> bool:
+    def any_wanted_in(self, connection: Connection) -> bool:
         return bool(
-            session.scalar(
+            connection.scalar(
                 select(exists().where(ChunkClaim.lease_id == self.lease.id, ChunkClaim.wanted))
             )
         )

@@ -154,7 +154,7 @@ class PackAppender:
                     for digest, ref in pack.chunks
                 ],
             )
-            drop_in(session, self.lease.id, [digest for digest, _ in pack.chunks])
+            drop_in(session.connection(), self.lease.id, [digest for digest, _ in pack.chunks])
             ours = session.scalar(
                 select(func.count()).select_from(Chunk).where(Chunk.pack_id == row.id)
             )

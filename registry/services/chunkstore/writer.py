@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
 from registry.chunking import ChunkParams
@@ -122,8 +122,8 @@ class PackSession:
         """
         if not hashes:
             return {}
-        with self.ctx.sessions() as session:
-            found = _indexed(session, hashes)
+        with self.ctx.engine.connect() as connection:
+            found = _indexed(connection, hashes)
         return self._trusted(found)
 
     def _trusted(self, found: dict[str, ChunkRef]) -> dict[str, ChunkRef]:
@@ -159,10 +159,10 @@ class PackSession:
         of this push's claims), in one transaction: the index is looked at after the
         claims, so a chunk published between the lookup and the claim is found (its claim
         is dropped and the published copy used)."""
-        with self.ctx.transaction() as session:
-            won = self._claims.claim_in(session, hashes, take_over=take_over)
-            published = _indexed(session, won) if won else {}
-            wanted = self._claims.any_wanted_in(session)
+        with self.ctx.core_transaction() as connection:
+            won = self._claims.claim_in(connection, hashes, take_over=take_over)
+            published = _indexed(connection, won) if won else {}
+            wanted = self._claims.any_wanted_in(connection)
         published = self._trusted(published)
         if published:
             self._claims.drop(published)
@@ -303,8 +303,8 @@ chunks, and binding the hashes one by one into a new statement each time cost mo
 the query (``in_list``: the hashes are one parameter)."""
 
 
-def _indexed(session: Session, hashes: set[str]) -> dict[str, ChunkRef]:
+def _indexed(connection: Connection, hashes: set[str]) -> dict[str, ChunkRef]:
     """Where the index has each of ``hashes``: in a live pack, on a copy not recorded as
     damaged (not yet leased: ``PackSession._trusted``)."""
-    rows = session.connection().execute(_INDEXED, {"hashes": list(hashes)})
+    rows = connection.execute(_INDEXED, {"hashes": list(hashes)})
     return {r.hash: ChunkRef(r.name, r.idx, r.offset, r.length) for r in rows}

@@ -175,17 +175,18 @@ def test_a_batch_of_more_hashes_than_an_in_list_held_is_claimed_in_one_statement
 
     event.listen(registry_ctx.engine, "before_cursor_execute", count)
     try:
-        with registry_ctx.transaction() as session:
-            won = ChunkClaims(registry_ctx, a.lease).claim_in(session, hashes, take_over=False)
+        with registry_ctx.core_transaction() as connection:
+            won = ChunkClaims(registry_ctx, a.lease).claim_in(connection, hashes, take_over=False)
     finally:
         event.remove(registry_ctx.engine, "before_cursor_execute", count)
     assert won == set(hashes)
     assert sent.count("chunk_claims") == 1
-    with registry_ctx.transaction() as session:
-        assert ChunkClaims(registry_ctx, b.lease).claim_in(session, hashes, take_over=True) == set()
+    with registry_ctx.core_transaction() as connection:
+        taken = ChunkClaims(registry_ctx, b.lease).claim_in(connection, hashes, take_over=True)
+    assert taken == set()
     assert b.packs.lookup(set(hashes)) == {}
-    with registry_ctx.transaction() as session:
-        drop_in(session, a.lease.id, hashes[:700])
+    with registry_ctx.core_transaction() as connection:
+        drop_in(connection, a.lease.id, hashes[:700])
     with registry_ctx.sessions() as s:
         held = set(s.scalars(select(ChunkClaim.hash).where(ChunkClaim.lease_id == a.lease.id)))
     assert held == set(hashes[700:])

@@ -50,8 +50,8 @@ def plan_of(ctx: RegistryContext, run, prefix: str) -> str:
 
 def test_claims_are_dropped_by_their_key_not_by_walking_the_lease(sqlite_ctx):
     def drop() -> None:
-        with sqlite_ctx.transaction() as session:
-            drop_in(session, "a-lease", [f"{i:064x}" for i in range(300)])  # a batch
+        with sqlite_ctx.core_transaction() as connection:
+            drop_in(connection, "a-lease", [f"{i:064x}" for i in range(300)])  # a batch
 
     plan = plan_of(sqlite_ctx, drop, "DELETE FROM chunk_claims")
     assert "ix_chunk_claims_lease_id" not in plan, plan
@@ -62,8 +62,8 @@ def test_a_batch_is_looked_up_by_key_from_one_list_parameter(sqlite_ctx):
     hashes = {f"{i:064x}" for i in range(300)}
 
     def look_up() -> None:
-        with sqlite_ctx.sessions() as session:
-            _indexed(session, hashes)
+        with sqlite_ctx.engine.connect() as connection:
+            _indexed(connection, hashes)
 
     plan = plan_of(sqlite_ctx, look_up, "SELECT chunks.hash")
     assert "SEARCH chunks USING INDEX sqlite_autoindex_chunks_1 (hash=?)" in plan, plan
@@ -75,8 +75,8 @@ def test_stale_claims_are_found_by_their_key(sqlite_ctx):
         claims = ChunkClaims(sqlite_ctx, lease)
 
         def take_over() -> None:
-            with sqlite_ctx.transaction() as session:
-                claims.claim_in(session, [f"{i:064x}" for i in range(300)], take_over=True)
+            with sqlite_ctx.core_transaction() as connection:
+                claims.claim_in(connection, [f"{i:064x}" for i in range(300)], take_over=True)
 
         plan = plan_of(sqlite_ctx, take_over, "DELETE FROM chunk_claims")
     assert "(hash=?)" in plan, plan
