@@ -67,6 +67,9 @@ class PackSession:
         self._packs = PackAppender(ctx, lease)
         self._whole = WholeBlobs(ctx, lease)
         self._leased: set[str] = set()  # packs of other pushes this one relies on
+        # Whether the last batch placed found none of its chunks in the index: the next is
+        # then claimed before it is looked up, in one transaction (``place``).
+        self._new_bytes = False
         self.duplicate_chunks = 0  # written after waiting ``lease_timeout`` on a live claim
         self.healed: set[str] = set()  # chunks whose damaged copies good ones replaced
         self.healed_bytes = 0  # bytes of those this push wrote the good copies of
@@ -95,18 +98,23 @@ class PackSession:
         written = self._packs.written
         mine = {h: ref for h, _ in chunks if (ref := written(h)) is not None}
         data = {h: d for h, d in chunks if h not in mine}
-        found = self.lookup(set(data))
+        claim_first = self._new_bytes  # the last batch was all new: claim, then look
+        found = {} if claim_first else self.lookup(set(data))
+        shared = bool(found)  # some chunks were in the index, or another push's to write
         unknown = [h for h in data if h not in found]
         wanted: bool | None = None  # whether another push waits for one of our claims
         if unknown:
-            won, published, wanted = self._claim(unknown, take_over=False)
+            won, published, wanted = self._claim(unknown, take_over=False, look_up_all=claim_first)
             found.update(published)
+            shared = shared or bool(published)
             for digest in unknown:  # in file order: consecutive chunks make one segment
                 if digest in won and digest not in found:
                     found[digest] = self._packs.append(digest, data[digest])
-            lost = {h: data[h] for h in unknown if h not in won}
+            lost = {h: data[h] for h in unknown if h not in won and h not in found}
             if lost:
+                shared = True
                 found.update(self._await(lost))
+        self._new_bytes = bool(data) and not shared
         if self._packs.has_open_chunks and (
             wanted if wanted is not None else self._claims.any_wanted()
         ):
@@ -153,15 +161,20 @@ class PackSession:
         self._leased |= alive
 
     def _claim(
-        self, hashes: list[str], *, take_over: bool
+        self, hashes: list[str], *, take_over: bool, look_up_all: bool = False
     ) -> tuple[set[str], dict[str, ChunkRef], bool]:
         """(claims won, chunks published since the lookup, whether a push waits for one
         of this push's claims), in one transaction: the index is looked at after the
         claims, so a chunk published between the lookup and the claim is found (its claim
-        is dropped and the published copy used)."""
+        is dropped and the published copy used).
+
+        ``look_up_all``: no lookup came first (``place`` claims first while a push's
+        batches are all new), so every hash is looked up here, not only the claims won.
+        """
         with self.ctx.core_transaction() as connection:
             won = self._claims.claim_in(connection, hashes, take_over=take_over)
-            published = _indexed(connection, won) if won else {}
+            looked = set(hashes) if look_up_all else won
+            published = _indexed(connection, looked) if looked else {}
             wanted = self._claims.any_wanted_in(connection)
         published = self._trusted(published)
         if published:

@@ -64,9 +64,11 @@ def pushes(registry_ctx) -> Iterator[Callable[..., Push]]:
         push.close()
 
 
-def place_in_background(push: Push) -> concurrent.futures.Future[list[ChunkRef]]:
+def place_in_background(
+    push: Push, batch: list[tuple[str, bytes]] | None = None
+) -> concurrent.futures.Future[list[ChunkRef]]:
     pool = concurrent.futures.ThreadPoolExecutor(1)
-    future = pool.submit(push.packs.place, [(NAME, DATA)])
+    future = pool.submit(push.packs.place, batch or [(NAME, DATA)])
     pool.shutdown(wait=False)
     return future
 
@@ -190,3 +192,72 @@ def test_a_batch_of_more_hashes_than_an_in_list_held_is_claimed_in_one_statement
     with registry_ctx.sessions() as s:
         held = set(s.scalars(select(ChunkClaim.hash).where(ChunkClaim.lease_id == a.lease.id)))
     assert held == set(hashes[700:])
+
+
+def chunk(seed: int) -> tuple[str, bytes]:
+    data = random.Random(seed).randbytes(20_000)
+    return chunk_hash(data), data
+
+
+def first_words(registry_ctx: RegistryContext, place: Callable[[], object]) -> list[str]:
+    """The chunk statements ``place`` sends: "claim" (INSERT INTO chunk_claims) and
+    "look" (SELECT from chunks), in order."""
+    sent: list[str] = []
+
+    def note(_conn, _cursor, statement, _params, _context, _many) -> None:
+        if statement.startswith("INSERT INTO chunk_claims"):
+            sent.append("claim")
+        elif statement.startswith("SELECT chunks.hash"):
+            sent.append("look")
+
+    event.listen(registry_ctx.engine, "before_cursor_execute", note)
+    try:
+        place()
+    finally:
+        event.remove(registry_ctx.engine, "before_cursor_execute", note)
+    return sent
+
+
+def test_after_an_all_new_batch_the_next_is_claimed_then_looked_up(registry_ctx, pushes):
+    """A batch whose chunks were all new makes the next one claim first and look at the
+    index in the same transaction (one lookup, not two); a chunk of it that the index
+    has is used, not written, and its claim dropped; a batch that met the index goes
+    back to looking up first."""
+    a, b = pushes(), pushes()
+    a.packs.place([(NAME, DATA)])
+    a.packs.finish()  # NAME is in the index
+    new1, new2, new3 = chunk(11), chunk(12), chunk(13)
+
+    assert first_words(registry_ctx, lambda: b.packs.place([new1])) == ["look", "claim", "look"]
+    refs: list[ChunkRef] = []
+    words = first_words(registry_ctx, lambda: refs.extend(b.packs.place([(NAME, DATA), new2])))
+    assert words == ["claim", "look"]
+    assert refs[0].pack in a.packs._packs.opened  # the index's copy
+    assert refs[1].pack in b.packs._packs.opened
+    assert b.packs.chunks_written == 2  # new1, new2: not NAME
+    with registry_ctx.sessions() as s:
+        held = set(s.scalars(select(ChunkClaim.hash).where(ChunkClaim.lease_id == b.lease.id)))
+    assert held == {new1[0], new2[0]}  # their packs are not published yet; NAME's claim ended
+    # That batch met the index: the next one looks first again.
+    assert first_words(registry_ctx, lambda: b.packs.place([new3]))[0] == "look"
+    b.packs.finish()
+    with registry_ctx.sessions() as s:
+        assert len(s.scalars(select(Chunk).where(Chunk.hash == NAME)).all()) == 1
+        assert s.scalars(select(ChunkClaim)).all() == []
+
+
+def test_a_claim_first_batch_waits_for_a_chunk_another_push_holds(registry_ctx, pushes):
+    """Claiming first, a chunk another push holds and has not published is neither won
+    nor found: the push waits for the holder's copy, as a push looking first does."""
+    winner, loser = pushes(), pushes()
+    (mine,) = winner.packs.place([(NAME, DATA)])  # held, in the winner's open pack
+    loser.packs.place([chunk(21)])  # all new: the loser's next batch claims first
+    waiting = place_in_background(loser, [(NAME, DATA), chunk(22)])
+    until(lambda: claim_wanted(registry_ctx), "the loser marks the claim wanted")
+    winner.packs.finish()
+    theirs, _ = waiting.result(timeout=60)
+    assert theirs == mine
+    assert loser.packs.chunks_written == 2  # chunks 21 and 22, not NAME
+    loser.packs.finish()
+    with registry_ctx.sessions() as s:
+        assert len(s.scalars(select(Chunk).where(Chunk.hash == NAME)).all()) == 1
