@@ -311,9 +311,9 @@ _INDEXED = (
         undamaged_copy(),
     )
 )
-"""One statement, compiled and prepared once: a push runs it twice per batch of about 200
-chunks, and binding the hashes one by one into a new statement each time cost more than
-the query (``in_list``: the hashes are one parameter)."""
+"""One statement, compiled and prepared once: a push runs it once or twice per batch of
+about 200 chunks, and binding the hashes one by one into a new statement each time cost
+more than the query (``in_list``: the hashes are one parameter)."""
 
 
 def _indexed(connection: Connection, hashes: set[str]) -> dict[str, ChunkRef]:
