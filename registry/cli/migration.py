@@ -24,6 +24,10 @@ def database_cause(exc: BaseException) -> str | None:
         return str(exc)
     if "sqlalchemy" not in sys.modules:
         return None
+    from registry.db.engine import UnsupportedDatabase
+
+    if isinstance(exc, UnsupportedDatabase):
+        return str(exc)
     from sqlalchemy.exc import SQLAlchemyError
 
     if not isinstance(exc, SQLAlchemyError):

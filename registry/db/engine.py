@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,9 +44,42 @@ def is_sqlite(engine_or_url: Engine | str) -> bool:
     return url.get_backend_name() == "sqlite"
 
 
+SQLITE_MIN_VERSION = (3, 35, 0)
+"""RETURNING (the chunk claims, the index's inserts) needs 3.35; ``json_each`` (a batch's
+hashes as one parameter, ``queries.in_list``) is built in from 3.38 and in most builds
+before."""
+
+
+class UnsupportedDatabase(Exception):
+    """The database cannot serve the registry (the message says why and what to do)."""
+
+
+def check_sqlite() -> None:
+    """Fail at start, and say why, where Python's SQLite lacks what the registry uses."""
+    import sqlite3
+
+    found = sqlite3.sqlite_version
+    if sqlite3.sqlite_version_info < SQLITE_MIN_VERSION:
+        raise UnsupportedDatabase(
+            f"this Python's SQLite is {found}; the registry needs "
+            f"{'.'.join(map(str, SQLITE_MIN_VERSION))} or newer (or use Postgres: "
+            "REGISTRY_DATABASE_URL)"
+        )
+    with contextlib.closing(sqlite3.connect(":memory:")) as connection:
+        try:
+            connection.execute("SELECT value FROM json_each('[1]')").fetchall()
+        except sqlite3.OperationalError as exc:
+            raise UnsupportedDatabase(
+                f"this Python's SQLite ({found}) was built without its JSON functions "
+                f"({exc}); the registry needs json_each (or use Postgres: "
+                "REGISTRY_DATABASE_URL)"
+            ) from None
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
     url = normalize_url(url)
     if url.startswith("sqlite"):
+        check_sqlite()
         database = make_url(url).database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)

@@ -71,8 +71,7 @@ class in_list(ColumnElement[bool]):  # named as a function: used as one, like ``
     rendered and bound each hash on its own and was cut into ``IN_CHUNK`` slices."""
 
     inherit_cache = True
-    # Not Boolean: SQLite would get "... IN (...) = 1", which no index serves.
-    type = NullType()  # type: ignore[assignment]
+    type = NullType()  # type: ignore[assignment]  # Boolean: SQLite gets "IN (...) = 1", no index
     _traverse_internals = [
         ("column", InternalTraversal.dp_clauseelement),
         ("param", InternalTraversal.dp_clauseelement),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from registry.cli import main
@@ -201,3 +202,42 @@ def test_a_worker_loads_only_what_serving_needs(tmp_path):
     loaded, served = done.stdout.splitlines()
     assert loaded == ""
     assert served == "True True"  # the app was built: the push path and link fetching are in
+
+
+def test_serve_says_when_pythons_sqlite_is_too_old(monkeypatch, tmp_path, capsys):
+    """The chunk claims need RETURNING (SQLite 3.35): an older SQLite stops serve at
+    once with one line saying so, not a failed first push."""
+    _clean_env(monkeypatch, tmp_path)
+    import sqlite3
+
+    import uvicorn
+
+    started = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.31.1")
+    assert main(["serve", "--port", "8125", "--workers", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "this Python's SQLite is 3.31.1; the registry needs 3.35.0 or newer" in err
+    assert "REGISTRY_DATABASE_URL" in err
+    assert started == []
+
+
+def test_an_sqlite_without_json_each_is_refused_with_the_reason(monkeypatch):
+    import sqlite3
+
+    from registry.db import engine
+
+    class NoJson:
+        def __init__(self, *_args):
+            pass
+
+        def execute(self, _sql):
+            raise sqlite3.OperationalError("no such table: json_each")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(sqlite3, "connect", NoJson)
+    with pytest.raises(engine.UnsupportedDatabase, match="built without its JSON functions"):
+        engine.check_sqlite()
