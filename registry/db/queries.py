@@ -23,13 +23,18 @@ from registry.db.tables import CartonFile
 T = TypeVar("T")
 
 
+def dialect_insert(dialect: str, table: Table) -> postgresql.Insert | sqlite.Insert:
+    """``table``'s INSERT in ``dialect``'s own construct, which has ``ON CONFLICT``."""
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
 def insert_ignore(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -> None:
     """INSERT ... ON CONFLICT DO NOTHING: concurrent pushes may add the same row."""
     if not rows:
         return
-    dialect = session.get_bind().dialect.name
-    module = postgresql if dialect == "postgresql" else sqlite
-    stmt = module.insert(table).on_conflict_do_nothing()
+    stmt = dialect_insert(session.get_bind().dialect.name, table).on_conflict_do_nothing()
     session.execute(stmt, list(rows))
 
 
@@ -40,8 +45,7 @@ def insert_ignore_returning(
     if not rows:
         return set()
     dialect = session.get_bind().dialect.name
-    module = postgresql if dialect == "postgresql" else sqlite
-    stmt = module.insert(table).on_conflict_do_nothing().returning(column)
+    stmt = dialect_insert(dialect, table).on_conflict_do_nothing().returning(column)
     return set(session.scalars(stmt, list(rows)))
 
 

@@ -15,10 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, String, bindparam, delete, exists, false, select, true, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import ReturningInsert
 
-from registry.db.queries import in_chunks, in_list, list_values
+from registry.db.queries import dialect_insert, in_list, list_values
 from registry.db.tables import ChunkClaim, UploadLease
 from registry.services.context import RegistryContext
 from registry.services.leases import Lease
@@ -40,15 +39,27 @@ _STALE = delete(ChunkClaim.__table__).where(
 )
 """The claims on ``hashes`` whose holder's lease went stale (a crashed push)."""
 
+_WANT = (
+    update(ChunkClaim.__table__)
+    .where(
+        ChunkClaim.hash.in_(
+            select(ChunkClaim.hash)
+            .where(in_list(ChunkClaim.hash, "hashes"), ChunkClaim.wanted.is_(False))
+            .with_for_update(skip_locked=True)
+        )
+    )
+    .values(wanted=True)
+)
+"""Mark the free claims on ``hashes`` wanted (``ChunkClaims.want``)."""
+
 
 def _claim_statement(dialect: str) -> ReturningInsert[Any]:
     """INSERT of a claim per hash of the parameter ``hashes`` that no push holds,
     returning those it inserted: one statement a batch, bound with two values."""
-    module = postgresql if dialect == "postgresql" else sqlite
     rows = select(list_values("hashes", dialect), bindparam("lease_id", type_=String()), false())
     # WHERE: SQLite reads "SELECT ... FROM f(...) ON CONFLICT" as a join constraint without it.
     statement: ReturningInsert[Any] = (
-        module.insert(ChunkClaim.__table__)
+        dialect_insert(dialect, ChunkClaim.__table__)
         .from_select(["hash", "lease_id", "wanted"], rows.where(true()))
         .on_conflict_do_nothing()
         .returning(ChunkClaim.__table__.c.hash)
@@ -104,16 +115,9 @@ class ChunkClaims:
         A hint, so it never waits for a row lock (``SKIP LOCKED`` on Postgres): a claim
         locked now is being published or taken, and the caller asks again if not.
         """
-        with self.ctx.transaction() as session:
-            for batch in in_chunks(sorted(hashes)):
-                free = (
-                    select(ChunkClaim.hash)
-                    .where(ChunkClaim.hash.in_(batch), ChunkClaim.wanted.is_(False))
-                    .with_for_update(skip_locked=True)
-                )
-                session.execute(
-                    update(ChunkClaim).where(ChunkClaim.hash.in_(free)).values(wanted=True)
-                )
+        if hashes:
+            with self.ctx.core_transaction() as connection:
+                connection.execute(_WANT, {"hashes": sorted(hashes)})
 
     def any_wanted(self) -> bool:
         """Whether another push waits for a chunk this push claimed."""
