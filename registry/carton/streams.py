@@ -154,3 +154,38 @@ class IteratorReader(io.RawIOBase):
         view[:n] = self._pending[:n]
         self._pending = self._pending[n:]
         return n
+
+
+class PieceReader:
+    """A stream read in the pieces it gives (``CHUNK`` at most), handed out as views into
+    them: for bodies framed in records (chunk uploads, cut uploads), whose records are
+    copied only when they span two pieces."""
+
+    def __init__(self, body: Readable) -> None:
+        self._body = body
+        self._piece = memoryview(b"")
+        self._at = 0
+
+    def take(self, n: int) -> bytes | memoryview:
+        """The next ``n`` bytes (fewer only at the end of the body)."""
+        if len(self._piece) - self._at >= n:
+            self._at += n
+            return self._piece[self._at - n : self._at]
+        rest = self._piece[self._at :]
+        # A record at a piece's start is not copied.
+        parts: list[bytes | memoryview] = [rest] if len(rest) else []
+        got = len(rest)
+        while got < n:
+            piece = self._body.read(CHUNK)
+            if not piece:
+                self._piece, self._at = memoryview(b""), 0
+                return b"".join(parts)
+            if got + len(piece) > n:  # the rest stays for the next record
+                self._piece, self._at = memoryview(piece), n - got
+                parts.append(self._piece[: self._at])
+                break
+            parts.append(piece)
+            got += len(piece)
+        else:
+            self._piece, self._at = memoryview(b""), 0
+        return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -24,6 +24,7 @@ from registry.services import blobs as blob_service
 from registry.services import cartons, deletes, listing, models, stats, tags
 from registry.services.auth import SCOPES, authenticate_grant
 from registry.services.context import RegistryContext
+from registry.services.cut_upload import CUT_UPLOAD_TYPE
 from registry.services.ingest import check_may_push_into, ingest_stream
 from registry.services.lookups import models_page
 from registry.services.names import require_version
@@ -82,14 +83,20 @@ class ApiController(Controller):
         status_code=201,
         guards=[require_push],
         summary="Upload one blob, verified",
+        description=(
+            "The body is the file's bytes; with `Content-Type: application/vnd.carton.cut-file`, "
+            "the file as the chunks its sender cut: per chunk, in file order, a 4-byte "
+            "big-endian length and its bytes (docs/chunk-transfer.md, cut uploads)."
+        ),
     )
     async def put_blob(
         self, request: Request, ctx: RegistryContext, ingest_gate: IngestGate, sha256: str
     ) -> Response[schemas.UploadedBlob]:
         body = StreamedBody(request, ctx.settings.max_upload_bytes)
+        cut = request.content_type[0] == CUT_UPLOAD_TYPE
         async with ingest_gate.slot(ingest_client(request)) as limiter, body.feeding():
             result = await anyio.to_thread.run_sync(
-                blob_service.put_blob, ctx, sha256, body, limiter=limiter
+                partial(blob_service.put_blob, ctx, sha256, body, cut=cut), limiter=limiter
             )
         stored = as_body(result, schemas.UploadedBlob)
         return Response(stored, status_code=201 if stored.created else 200)

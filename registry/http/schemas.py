@@ -318,6 +318,8 @@ class Chunking(Body):
     max_assemble_ratio: float
     assemble_ratio_min_bytes: int
     max_concurrent_uploads: int
+    cut_upload_type: str
+    """The ``Content-Type`` of a whole upload sent as the chunks its sender cut."""
 
 
 class MissingChunksQuery(RequestBody):

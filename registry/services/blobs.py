@@ -26,6 +26,7 @@ from registry.services.chunkstore.index import record_files
 from registry.services.chunkstore.wholedamage import damaged_blobs
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
+from registry.services.cut_upload import cut_records
 from registry.services.leases import Lease
 from registry.services.names import require_sha256
 from registry.services.private_dedup import record_uploads, restricted, usable_blobs
@@ -105,8 +106,12 @@ def _keep_cut(ctx: RegistryContext, packs: PackSession, writer: FileWriter) -> b
     return True
 
 
-def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, Any]:
+def put_blob(
+    ctx: RegistryContext, sha256: str, stream: Readable, *, cut: bool = False
+) -> dict[str, Any]:
     """Store one blob (chunked when large), verified against its name, then its row.
+
+    ``cut``: the body is the file as the chunks its sender cut (``services.cut_upload``).
 
     A blob recorded as damaged is healed: its object replaced (``wholedamage``), or, when
     its bytes now go into chunks, its row moved onto them; ``bytes_healed`` says so.
@@ -126,8 +131,12 @@ def put_blob(ctx: RegistryContext, sha256: str, stream: Readable) -> dict[str, A
         try:
             writer = FileWriter(packs, collect_names=hiding)
             try:
-                for data in iter(lambda: source.read(CHUNK), b""):
-                    writer.write(data)
+                if cut:
+                    for data, lengths in cut_records(source, ctx.chunk_params):
+                        writer.write_chunks(data, lengths)
+                else:
+                    for data in iter(lambda: source.read(CHUNK), b""):
+                        writer.write(data)
             except BODY_CUT_SHORT:
                 kept = _keep_cut(ctx, packs, writer)
                 raise

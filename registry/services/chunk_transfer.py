@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import select
 
 from registry.carton.digests import is_sha256
-from registry.carton.streams import MiB, Readable, crc32
+from registry.carton.streams import MiB, PieceReader, Readable, crc32
 from registry.chunking import chunk_hash
 from registry.db.queries import in_chunks
 from registry.db.tables import Chunk, Pack
@@ -53,6 +53,7 @@ from registry.services.chunkstore.layout import (
 from registry.services.chunkstore.reader import iter_file, stored_from_layout
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
+from registry.services.cut_upload import CUT_UPLOAD_TYPE
 from registry.services.leases import Lease
 from registry.services.names import require_sha256
 from registry.services.private_dedup import record_uploads, restricted, usable_blobs, usable_chunks
@@ -63,8 +64,6 @@ MAX_QUERY = 100_000
 MAX_ASSEMBLE = 1_048_576
 """Chunk names in one assembly: a 32 GiB file at the smallest chunks (about 64 GiB at
 the average), in a JSON body of about 70 MiB."""
-RECEIVE_PIECE = MiB
-"""Bytes asked of an upload body at a time (it may give fewer: what arrived)."""
 LOOKUP_WINDOW = 50_000
 """Chunk names looked up (and held as pack references) at a time while assembling."""
 _RECORD = struct.Struct(">32sI")
@@ -94,6 +93,7 @@ def chunking(ctx: RegistryContext) -> dict[str, Any]:
         "max_assemble_ratio": settings.max_assemble_ratio,
         "assemble_ratio_min_bytes": settings.assemble_ratio_min_bytes,
         "max_concurrent_uploads": min(settings.max_concurrent_pushes_per_client or slots, slots),
+        "cut_upload_type": CUT_UPLOAD_TYPE,
     }
 
 
@@ -127,43 +127,9 @@ def missing_chunks(ctx: RegistryContext, values: Iterable[object]) -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in present]
 
 
-class _Pieces:
-    """A body read in the pieces its stream gives, handed out as views into them: a
-    record's bytes are copied only when they span two pieces."""
-
-    def __init__(self, body: Readable) -> None:
-        self._body = body
-        self._piece = memoryview(b"")
-        self._at = 0
-
-    def take(self, n: int) -> bytes | memoryview:
-        """The next ``n`` bytes (fewer only at the end of the body)."""
-        if len(self._piece) - self._at >= n:
-            self._at += n
-            return self._piece[self._at - n : self._at]
-        rest = self._piece[self._at :]
-        # A record at a piece's start is not copied.
-        parts: list[bytes | memoryview] = [rest] if len(rest) else []
-        got = len(rest)
-        while got < n:
-            piece = self._body.read(RECEIVE_PIECE)
-            if not piece:
-                self._piece, self._at = memoryview(b""), 0
-                return b"".join(parts)
-            if got + len(piece) > n:  # the rest stays for the next record
-                self._piece, self._at = memoryview(piece), n - got
-                parts.append(self._piece[: self._at])
-                break
-            parts.append(piece)
-            got += len(piece)
-        else:
-            self._piece, self._at = memoryview(b""), 0
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
 def _records(body: Readable, max_chunk: int) -> Iterable[tuple[str, bytes | memoryview]]:
     """(name, bytes) of each record of an upload body, each verified against its name."""
-    pieces = _Pieces(body)
+    pieces = PieceReader(body)
     while True:
         head = pieces.take(_RECORD.size)
         if not head:

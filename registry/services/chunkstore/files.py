@@ -53,7 +53,10 @@ class FileWriter:
         self.size = 0
         self._small: list[bytes] | None = []  # until the file proves larger than the threshold
         self._chunker: Chunker | None = None
+        self._given: bool | None = None  # cut by the sender (``write_chunks``), or here
+        self._small_cuts: list[list[int]] = []  # with ``_small``, for ``write_chunks``
         self._pending: list[bytes] = []
+        self._pending_cuts: list[list[int]] = []  # with ``_pending``, for ``write_chunks``
         self._pending_bytes = 0
         self._inflight: collections.deque[Future[None]] = collections.deque()
         self._named: list[tuple[str, memoryview]] = []  # cut, not yet handed to the placer
@@ -65,6 +68,8 @@ class FileWriter:
     def write(self, data: bytes) -> None:
         if not data:
             return
+        assert self._given is not True, "a writer takes write() or write_chunks(), not both"
+        self._given = False
         if self._crc is not None:
             self._crc = crc32(data, self._crc)
         self.size += len(data)
@@ -81,12 +86,42 @@ class FileWriter:
         if self._pending_bytes >= HANDOFF_BYTES:
             self._hand_off()
 
+    def write_chunks(self, data: bytes, lengths: list[int]) -> None:
+        """Whole chunks the sender cut (a cut upload, ``services.cut_upload``): ``data``
+        their bytes, ``lengths`` their sizes in order. Hashed and named on the chunking
+        thread as ``write``'s bytes are, not cut again (no FastCDC on that thread)."""
+        if not data:
+            return
+        assert self._given is not False, "a writer takes write() or write_chunks(), not both"
+        self._given = True
+        if self._crc is not None:
+            self._crc = crc32(data, self._crc)
+        self.size += len(data)
+        if self._small is not None:
+            self._small.append(data)
+            self._small_cuts.append(lengths)
+            if self.size <= self._threshold:
+                return
+            self._pending, self._small = self._small, None
+            self._pending_cuts, self._small_cuts = self._small_cuts, []
+            self._pending_bytes = self.size
+        else:
+            self._pending.append(data)
+            self._pending_cuts.append(lengths)
+            self._pending_bytes += len(data)
+        if self._pending_bytes >= HANDOFF_BYTES:
+            self._hand_off()
+
     def _hand_off(self) -> None:
-        pieces = self._pending
-        self._pending, self._pending_bytes = [], 0
+        pieces, cuts = self._pending, self._pending_cuts
+        self._pending, self._pending_cuts, self._pending_bytes = [], [], 0
         while len(self._inflight) >= PIECES_IN_FLIGHT:
             self._inflight.popleft().result()
-        self._inflight.append(self._session.worker().submit(self._cut, pieces))
+        worker = self._session.worker()
+        if self._given:
+            self._inflight.append(worker.submit(self._cut_given, pieces, cuts))
+        else:
+            self._inflight.append(worker.submit(self._cut, pieces))
 
     def _cut(self, pieces: list[bytes]) -> None:
         """On the chunking thread: the pieces hashed, then joined there, once (``Chunker``)."""
@@ -95,6 +130,17 @@ class FileWriter:
         for piece in pieces:
             self._sha.update(piece)
             self._take(chunker.feed(piece))
+
+    def _cut_given(self, pieces: list[bytes], cuts: list[list[int]]) -> None:
+        """On the chunking thread: pieces of whole chunks hashed, and sliced where the
+        sender cut them."""
+        for piece, lengths in zip(pieces, cuts, strict=True):
+            self._sha.update(piece)
+            view, at, chunks = memoryview(piece), 0, []
+            for length in lengths:
+                chunks.append(view[at : at + length])
+                at += length
+            self._take(chunks)
 
     def _take(self, chunks: list[memoryview]) -> None:
         if chunks:
@@ -124,8 +170,8 @@ class FileWriter:
         self._new_chunk_bytes += self._session.chunk_bytes_written - before
 
     def _finish_cutting(self) -> None:
-        assert self._chunker is not None
-        self._take(self._chunker.finish())
+        if self._chunker is not None:  # none when the sender cut the file
+            self._take(self._chunker.finish())
         self._flush()
 
     def keep_cut(self) -> None:
