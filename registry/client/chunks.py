@@ -68,6 +68,9 @@ class ChunkTerms:
     """Chunks one upload request holds (no limit from registries that predate it)."""
     max_concurrent_uploads: int = UPLOAD_WORKERS
     """Uploads and assemblies in flight at once: the registry's share for one client."""
+    cut_upload_type: str | None = None
+    """The ``Content-Type`` of a cut upload (``client.cut_upload``); None from registries
+    that predate them (whole files then go as they are)."""
 
     @classmethod
     def fetch(cls, client: RegistryClient) -> ChunkTerms:
@@ -81,6 +84,7 @@ class ChunkTerms:
                 int(body.get("max_assemble", body["max_query"])),
                 int(body.get("max_batch_records", 1 << 31)),
                 int(body.get("max_concurrent_uploads", UPLOAD_WORKERS)),
+                cut_type if isinstance(cut_type := body.get("cut_upload_type"), str) else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ClientError(f"the registry's chunking parameters are unusable: {exc}") from exc

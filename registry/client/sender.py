@@ -22,6 +22,7 @@ from registry.client.chunks import (
     ChunkUploader,
     probe_names,
 )
+from registry.client.cut_upload import body_size, cut_body, cut_lengths
 from registry.client.members import LocalCarton
 from registry.client.plan import unknown_files
 from registry.client.transport import ClientError, Progress, RegistryClient
@@ -113,9 +114,16 @@ class Sender:
         return unknown_files(self.client, probes, self._chunks.terms.max_query)
 
     def _send_unknown(self, sha: str, member: str, size: int) -> None:
-        """A large file the registry holds nothing of, whole: it hashes and cuts it as it
-        arrives (not hashed here either: ``chunks``). Cut short, the upload leaves the
-        registry its whole chunks, which a push run again finds by its probe."""
+        """A large file the registry holds nothing of, whole: cut here when the registry
+        takes cut uploads (``cut_upload``), else cut there as it arrives; hashed there
+        either way (not here: ``chunks``). Cut short, the upload leaves the registry its
+        whole chunks, which a push run again finds by its probe."""
+        terms = self._chunks.terms if self._chunks is not None else None
+        cut_type = terms.cut_upload_type if terms is not None else None
+        source = self.files.source(member)
+        lengths: list[int] | None = None
+        if terms is not None and cut_type is not None and isinstance(source, memoryview):
+            lengths = cut_lengths(terms.params, source)  # while another file is on the wire
         with self._slot():
             self._wire.acquire()  # before the request starts: none waits idle for its body
             sending = True
@@ -123,7 +131,11 @@ class Sender:
             def body() -> Iterator[bytes]:
                 nonlocal sending
                 try:
-                    for piece in self.files.pieces(member):
+                    if lengths is not None and isinstance(source, memoryview):
+                        pieces = cut_body(source, lengths, self.progress)
+                    else:
+                        pieces = self.files.pieces(member)
+                    for piece in pieces:
                         if self._closing.is_set():  # Ctrl-C, or another upload failed
                             raise ClientError("the push was stopped")
                         yield piece
@@ -133,7 +145,10 @@ class Sender:
                         self._wire.release()
 
             try:
-                answer = self.client.put_blob(sha, body(), size, self.progress)
+                if lengths is not None and cut_type is not None:
+                    answer = self.client.put_blob(sha, body(), body_size(lengths), None, cut_type)
+                else:
+                    answer = self.client.put_blob(sha, body(), size, self.progress)
             except ClientError as exc:
                 if exc.status == 400:  # not what MANIFEST says? Then say so in local words.
                     self.files.verify(member, sha)

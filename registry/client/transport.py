@@ -245,13 +245,20 @@ class RegistryClient:
         return missing
 
     def put_blob(
-        self, sha256: str, chunks: Iterable[bytes], size: int, progress: Progress | None = None
+        self,
+        sha256: str,
+        chunks: Iterable[bytes],
+        size: int,
+        progress: Progress | None = None,
+        content_type: str = "application/octet-stream",
     ) -> dict[str, Any]:
+        """Upload one file of ``size`` bytes on the wire; ``content_type``: the file's bytes
+        as they are, or the records of a cut upload (``client.cut_upload``)."""
         return self.request(
             "PUT",
             f"/api/v1/blobs/{sha256}",
             content=self._counted(chunks, size, progress),
-            headers={"Content-Length": str(size), "Content-Type": "application/octet-stream"},
+            headers={"Content-Length": str(size), "Content-Type": content_type},
         ).json()
 
     def chunking(self) -> dict[str, Any]:

@@ -160,7 +160,7 @@ def test_an_interrupted_whole_upload_run_again_sends_only_the_rest(
     path = carton(tmp_path, "cut", weights)
     real = RegistryClient.put_blob
 
-    def cut_short(self, sha, pieces, size, progress=None):  # type: ignore[no-untyped-def]
+    def cut_short(self, sha, pieces, size, *how):  # type: ignore[no-untyped-def]
         def some() -> Iterator[bytes]:
             sent = 0
             for piece in pieces:
@@ -169,7 +169,7 @@ def test_an_interrupted_whole_upload_run_again_sends_only_the_rest(
                 if sent >= 24 * MiB:
                     raise ClientError("the network went away")
 
-        return real(self, sha, some(), size, progress)
+        return real(self, sha, some(), size, *how)
 
     monkeypatch.setattr(RegistryClient, "put_blob", cut_short)
     proxy.reset()
@@ -564,7 +564,7 @@ def test_fresh_files_go_whole_one_body_on_the_wire_while_the_last_one_is_finishe
             now[key] += by
             most[key] = max(most[key], now[key])
 
-    def watched(self, sha, pieces, size, progress=None):  # type: ignore[no-untyped-def]
+    def watched(self, sha, pieces, size, *how):  # type: ignore[no-untyped-def]
         def body() -> Iterator[bytes]:
             bump("bodies", 1)
             try:
@@ -574,7 +574,7 @@ def test_fresh_files_go_whole_one_body_on_the_wire_while_the_last_one_is_finishe
 
         bump("calls", 1)
         try:
-            return real(self, sha, body(), size, progress)
+            return real(self, sha, body(), size, *how)
         finally:
             bump("calls", -1)
 
@@ -596,13 +596,13 @@ def test_a_failed_whole_upload_stops_the_push(cli, live_server, tmp_path, monkey
     calls = {"n": 0}
     lock = threading.Lock()
 
-    def second_fails(self, sha, pieces, size, progress=None):  # type: ignore[no-untyped-def]
+    def second_fails(self, sha, pieces, size, *how):  # type: ignore[no-untyped-def]
         with lock:
             calls["n"] += 1
             n = calls["n"]
         if n == 2:
             raise ClientError("the network went away")
-        return real(self, sha, pieces, size, progress)
+        return real(self, sha, pieces, size, *how)
 
     monkeypatch.setattr(RegistryClient, "put_blob", second_fails)
     files = {f"model/part-{i}.bin": randbytes(50 + i, 2 * MiB) for i in range(6)}
@@ -633,10 +633,10 @@ def test_the_first_fresh_file_is_on_the_wire_while_the_others_are_probed(
             probed_after_it.append(first_sent.wait(10))
         return names
 
-    def put(self, sha, pieces, size, progress=None):  # type: ignore[no-untyped-def]
+    def put(self, sha, pieces, size, *how):  # type: ignore[no-untyped-def]
         if sha == first:
             first_sent.set()
-        return real_put(self, sha, pieces, size, progress)
+        return real_put(self, sha, pieces, size, *how)
 
     monkeypatch.setattr(sender, "probe_names", probe)
     monkeypatch.setattr(RegistryClient, "put_blob", put)
@@ -661,13 +661,13 @@ def test_a_failed_whole_upload_stops_the_small_files_after_it(
     small_puts: list[str] = []
     real = RegistryClient.put_blob
 
-    def put(self, sha, pieces, size, progress=None):  # type: ignore[no-untyped-def]
+    def put(self, sha, pieces, size, *how):  # type: ignore[no-untyped-def]
         if sha == sha256(big):
             failed.set()
             raise ClientError("the network went away")
         small_puts.append(sha)
         assert failed.wait(10)  # the whole upload fails before this one is sent
-        return real(self, sha, pieces, size, progress)
+        return real(self, sha, pieces, size, *how)
 
     monkeypatch.setattr(RegistryClient, "put_blob", put)
     path = tmp_path / "mixed.carton"
@@ -677,3 +677,76 @@ def test_a_failed_whole_upload_stops_the_small_files_after_it(
     # At most the one under way when the failure came (none if it came first); 4 unchecked.
     assert len(small_puts) <= 1, small_puts
     assert run.client.count("POST", "/api/v1/cartons") == 0
+
+
+def _content_types(monkeypatch) -> dict[str, str]:
+    """The ``Content-Type`` of each whole upload a push sends, by sha256."""
+    real = RegistryClient.put_blob
+    seen: dict[str, str] = {}
+
+    def put(self, sha, pieces, size, progress=None, content_type="application/octet-stream"):  # type: ignore[no-untyped-def]
+        seen[sha] = content_type
+        return real(self, sha, pieces, size, progress, content_type)
+
+    monkeypatch.setattr(RegistryClient, "put_blob", put)
+    return seen
+
+
+def _plan_sizes(live_server, data: bytes) -> list[int]:
+    plan = httpx.get(f"{live_server.url}/api/v1/blobs/{sha256(data)}/chunks").json()
+    return [c["size"] for c in plan["chunks"]]
+
+
+def test_a_fresh_stored_file_goes_whole_cut_here(cli, live_server, proxy, tmp_path, monkeypatch):
+    """Cut by FastCDC on the client (docs/chunk-transfer.md, cut uploads): the registry
+    stores the very chunks it would have cut, and a fine-tune pushed after it sends only
+    its changed region."""
+    seen = _content_types(monkeypatch)
+    weights = randbytes(70, 24 * MiB)
+    up, _ = push(cli, proxy, carton(tmp_path, "cut-here", weights))
+    assert seen[sha256(weights)] == chunk_transfer.chunking(live_server.ctx)["cut_upload_type"]
+    assert len(weights) <= up <= len(weights) + SLACK  # the records' lengths: 4 bytes a chunk
+    params = live_server.ctx.chunk_params
+    assert _plan_sizes(live_server, weights) == [len(c) for c in iter_chunks(params, [weights])]
+    assert httpx.get(f"{live_server.url}/blobs/{sha256(weights)}").content == weights
+    variant = with_region(weights, 71, 8 * MiB, MiB)
+    up, _ = push(cli, proxy, carton(tmp_path, "cut-here-2", variant))
+    assert up <= MiB + SLACK
+
+
+def test_files_go_as_they_are_to_a_registry_without_cut_uploads(
+    cli, live_server, tmp_path, monkeypatch
+):
+    real = RegistryClient.chunking
+
+    def older(self):  # type: ignore[no-untyped-def]
+        body = dict(real(self))
+        del body["cut_upload_type"]
+        return body
+
+    monkeypatch.setattr(RegistryClient, "chunking", older)
+    seen = _content_types(monkeypatch)
+    weights = randbytes(72, 6 * MiB)
+    run = cli("push", str(carton(tmp_path, "plain", weights)), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert seen[sha256(weights)] == "application/octet-stream"
+    params = live_server.ctx.chunk_params
+    assert _plan_sizes(live_server, weights) == [len(c) for c in iter_chunks(params, [weights])]
+
+
+def test_a_compressed_file_goes_as_it_is(cli, live_server, tmp_path, monkeypatch):
+    """Cutting it here first would decompress it twice: the registry cuts it."""
+    seen = _content_types(monkeypatch)
+    weights = randbytes(73, 3 * MiB) * 2  # compressible
+    path = tmp_path / "deflated.carton"
+    write_big_carton(path, {WEIGHTS: weights})
+    with zipfile.ZipFile(path) as z:
+        members = {i.filename: z.read(i) for i in z.infolist()}
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            kind = zipfile.ZIP_DEFLATED if name == WEIGHTS else zipfile.ZIP_STORED
+            z.writestr(name, data, compress_type=kind)
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 0, run.err
+    assert seen[sha256(weights)] == "application/octet-stream"
+    assert httpx.get(f"{live_server.url}/blobs/{sha256(weights)}").content == weights
