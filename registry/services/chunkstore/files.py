@@ -28,17 +28,17 @@ PIECES_IN_FLIGHT = 2
 class FileWriter:
     """One file's bytes in, a ``FileLayout`` out (module doc).
 
-    The caller's thread computes the CRC-32 (unless the caller knows it); hashing
-    (sha256), cutting and naming run on the session's chunking thread, fed pieces of
-    about ``HANDOFF_BYTES``, and placing on the session's placing thread, a batch at a
-    time while the next is cut: hashlib, pyfastcdc, BLAKE3 and the database drivers
-    release the GIL, so a push keeps two cores busy. Each piece is hashed, joined, cut and
-    its chunks named in turn on one thread while its bytes are in that core's cache
-    (issue 27, alternated, 1 GiB: the sha256 on the caller's thread cost 0.3 CPU-second
-    more and 2.27-2.38 against 2.23-2.31 s; two naming threads beside the chunking one,
-    a future per MiB of chunks, cost more in hand-offs than they saved once placing had
-    its own thread: 2.66 -> 2.52 s). A file under the chunking threshold is hashed
-    whole at its end.
+    The caller's thread computes the CRC-32 (unless the caller knows it) and the sha256
+    as the bytes arrive; cutting and naming run on the session's chunking thread, fed
+    pieces of about ``HANDOFF_BYTES``, and placing on the session's placing thread, a
+    batch at a time while the next is cut: hashlib, pyfastcdc, BLAKE3 and the database
+    drivers release the GIL, so a push keeps two cores busy. (Issue 27: the sha256 on the
+    chunking thread, beside the cutting, ran as fast on an AMD EPYC host, 2.23-2.31
+    against 2.27-2.38 s a GiB; on the Intel Xeon host of 2026-11-28 the chunking thread
+    bound the push and the sha256 on the caller's thread took the REST push of a fresh
+    GiB from 2.70 to 2.43 s and 3.01 to 2.72 s median, 6 and 8 alternated rounds. Two
+    naming threads beside the chunking one, a future per MiB of chunks, cost more in
+    hand-offs than they saved once placing had its own thread: 2.66 -> 2.52 s.)
     """
 
     def __init__(
@@ -72,6 +72,7 @@ class FileWriter:
         self._given = False
         if self._crc is not None:
             self._crc = crc32(data, self._crc)
+        self._sha.update(data)
         self.size += len(data)
         if self._small is not None:
             self._small.append(bytes(data))
@@ -96,6 +97,7 @@ class FileWriter:
         self._given = True
         if self._crc is not None:
             self._crc = crc32(data, self._crc)
+        self._sha.update(data)
         self.size += len(data)
         if self._small is not None:
             self._small.append(data)
@@ -124,18 +126,15 @@ class FileWriter:
             self._inflight.append(worker.submit(self._cut, pieces))
 
     def _cut(self, pieces: list[bytes]) -> None:
-        """On the chunking thread: the pieces hashed, then joined there, once (``Chunker``)."""
+        """On the chunking thread: the pieces joined there, once, and cut (``Chunker``)."""
         chunker = self._chunker
         assert chunker is not None
         for piece in pieces:
-            self._sha.update(piece)
             self._take(chunker.feed(piece))
 
     def _cut_given(self, pieces: list[bytes], cuts: list[list[int]]) -> None:
-        """On the chunking thread: pieces of whole chunks hashed, and sliced where the
-        sender cut them."""
+        """On the chunking thread: pieces of whole chunks sliced where the sender cut them."""
         for piece, lengths in zip(pieces, cuts, strict=True):
-            self._sha.update(piece)
             view, at, chunks = memoryview(piece), 0, []
             for length in lengths:
                 chunks.append(view[at : at + length])
@@ -206,9 +205,9 @@ class FileWriter:
         crc = crc32 if crc32 is not None else self._crc
         assert crc is not None, "a FileWriter made with crc=False needs close(crc32=...)"
         done: Future[FileLayout] = Future()
+        sha256 = self._sha.hexdigest()  # every byte was written: on this thread
         if self._small is not None:
             whole = b"".join(self._small)
-            sha256 = hashlib.sha256(whole).hexdigest()
             self._session.stage_whole(sha256, whole)
             done.set_result(FileLayout(sha256, self.size, crc, None))
             return done
@@ -220,10 +219,9 @@ class FileWriter:
             for piece in inflight:
                 piece.result()  # done already (one thread, in order): its failure, if any
             self._finish_cutting()
-            sha256 = self._sha.hexdigest()
-            _chain(self._session.placer().submit(settle, sha256), done)
+            _chain(self._session.placer().submit(settle), done)
 
-        def settle(sha256: str) -> None:  # on the placing thread, after the file's last batch
+        def settle() -> None:  # on the placing thread, after the file's last batch
             if self._placing is not None:
                 self._placing.result()
             segments = self._segments.result()
