@@ -203,7 +203,10 @@ def measure_push(b: Bench, s: Section) -> None:
     )
     s.rows.append(value_row("(ref.) read + sha256 of the variant carton file", hashed, "s"))
     s.notes.append(
-        "Fresh bytes every run. The CLI and the REST reference each push into a registry "
+        "Fresh bytes every run. The CLI sends each fresh Stored file whole as a cut upload "
+        "(cut by FastCDC in the CLI, named and hashed by the registry, which does not cut it "
+        "again; since 2026-11-28, docs/chunk-transfer.md). "
+        "The CLI and the REST reference each push into a registry "
         "of their own that starts empty (same backend; before 2026-11-28 the CLI pushed "
         "into the run's shared registry, which by then held about 9 GiB of the earlier "
         "figures, and that alone costs a push about 17 % here), so both store every byte; both "

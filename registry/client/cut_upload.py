@@ -4,35 +4,47 @@ each a 4-byte big-endian length and its bytes. The registry names and hashes eve
 as for a plain whole upload but does not cut the file again: that was a quarter of the
 thread a push is bound by there, and this process has a core and a GIL of its own.
 
-The member is cut where it lies in the mapped zip file before its upload starts (the
-length on the wire is then known, and another file's upload is on the wire meanwhile);
-a compressed member, which would have to be decompressed twice for that, goes plain."""
+A member of up to ``CUT_AHEAD_BYTES`` is cut where it lies in the mapped zip file before
+its upload starts: the length on the wire is then known, and another file's upload is on
+the wire meanwhile. A larger one is cut as it is sent (its body goes chunked), so its
+first byte need not wait for a pass over all of it (16 GiB: several seconds); the cutting
+still outruns the registry. A compressed member, which would have to be decompressed
+twice for that, goes plain."""
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from registry.carton.streams import MiB
 from registry.chunking import ChunkParams
 from registry.client.transport import Progress
 
+CUT_AHEAD_BYTES = 256 * MiB
+"""The largest member cut whole before its upload starts (about 0.1 s of FastCDC here)."""
 RECORDS_PART = MiB
 """Bytes of chunks per part handed to the connection: few sends, one copy of each byte."""
 _LENGTH = struct.Struct(">I")
 
 
-def cut_lengths(params: ChunkParams, view: memoryview) -> list[int]:
-    """The lengths of the chunks FastCDC cuts ``view`` into, in order."""
-    return [cut.length for cut in params.fastcdc().cut_buf(view)]
+def cut_lengths(params: ChunkParams, view: memoryview) -> Iterable[int]:
+    """The lengths of the chunks FastCDC cuts ``view`` into, in order: all of them for a
+    view of up to ``CUT_AHEAD_BYTES``, else as they are cut (module doc)."""
+    cuts = (cut.length for cut in params.fastcdc().cut_buf(view))
+    return list(cuts) if len(view) <= CUT_AHEAD_BYTES else cuts
 
 
-def body_size(lengths: list[int]) -> int:
-    """Bytes of the upload's body: the chunks and a length before each."""
+def body_size(lengths: Iterable[int]) -> int | None:
+    """Bytes of the upload's body, the chunks and a length before each; None before the
+    cut is done."""
+    if not isinstance(lengths, list):
+        return None
     return sum(lengths) + _LENGTH.size * len(lengths)
 
 
-def cut_body(view: memoryview, lengths: list[int], progress: Progress | None) -> Iterator[bytes]:
+def cut_body(
+    view: memoryview, lengths: Iterable[int], progress: Progress | None
+) -> Iterator[bytes]:
     """The records of ``view`` cut at ``lengths`` (module doc), about ``RECORDS_PART`` at a
     time; ``progress`` is told the file bytes each part holds."""
     parts: list[bytes | memoryview] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
@@ -121,7 +121,7 @@ class Sender:
         terms = self._chunks.terms if self._chunks is not None else None
         cut_type = terms.cut_upload_type if terms is not None else None
         source = self.files.source(member)
-        lengths: list[int] | None = None
+        lengths: Iterable[int] | None = None
         if terms is not None and cut_type is not None and isinstance(source, memoryview):
             lengths = cut_lengths(terms.params, source)  # while another file is on the wire
         with self._slot():

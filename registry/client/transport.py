@@ -248,17 +248,21 @@ class RegistryClient:
         self,
         sha256: str,
         chunks: Iterable[bytes],
-        size: int,
+        size: int | None,
         progress: Progress | None = None,
         content_type: str = "application/octet-stream",
     ) -> dict[str, Any]:
-        """Upload one file of ``size`` bytes on the wire; ``content_type``: the file's bytes
-        as they are, or the records of a cut upload (``client.cut_upload``)."""
+        """Upload one file of ``size`` bytes on the wire (None: not known before it is
+        sent, the body goes chunked); ``content_type``: the file's bytes as they are, or
+        the records of a cut upload (``client.cut_upload``)."""
+        headers = {"Content-Type": content_type}
+        if size is not None:
+            headers["Content-Length"] = str(size)
         return self.request(
             "PUT",
             f"/api/v1/blobs/{sha256}",
-            content=self._counted(chunks, size, progress),
-            headers={"Content-Length": str(size), "Content-Type": content_type},
+            content=self._counted(chunks, size or 0, progress),
+            headers=headers,
         ).json()
 
     def chunking(self) -> dict[str, Any]:

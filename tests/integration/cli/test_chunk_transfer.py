@@ -19,7 +19,7 @@ import pytest
 
 from bench.harness.proxy import CountingProxy
 from registry.chunking import ChunkParams, chunk_hash, iter_chunks
-from registry.client import ClientError, RegistryClient
+from registry.client import ClientError, RegistryClient, cut_upload
 from registry.client import chunks as client_chunks
 from registry.services import chunk_transfer
 from registry.services.deletes import delete_version
@@ -679,13 +679,16 @@ def test_a_failed_whole_upload_stops_the_small_files_after_it(
     assert run.client.count("POST", "/api/v1/cartons") == 0
 
 
-def _content_types(monkeypatch) -> dict[str, str]:
-    """The ``Content-Type`` of each whole upload a push sends, by sha256."""
+def _content_types(monkeypatch, lengths: dict[str, int | None] | None = None) -> dict[str, str]:
+    """The ``Content-Type`` of each whole upload a push sends, by sha256 (and into
+    ``lengths`` its ``Content-Length``, None when the body went chunked)."""
     real = RegistryClient.put_blob
     seen: dict[str, str] = {}
 
     def put(self, sha, pieces, size, progress=None, content_type="application/octet-stream"):  # type: ignore[no-untyped-def]
         seen[sha] = content_type
+        if lengths is not None:
+            lengths[sha] = size
         return real(self, sha, pieces, size, progress, content_type)
 
     monkeypatch.setattr(RegistryClient, "put_blob", put)
@@ -712,6 +715,27 @@ def test_a_fresh_stored_file_goes_whole_cut_here(cli, live_server, proxy, tmp_pa
     variant = with_region(weights, 71, 8 * MiB, MiB)
     up, _ = push(cli, proxy, carton(tmp_path, "cut-here-2", variant))
     assert up <= MiB + SLACK
+
+
+def test_a_file_over_the_cut_ahead_size_is_cut_as_it_is_sent(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """Its first byte does not wait for a pass over all of it: the body goes chunked."""
+    monkeypatch.setattr(cut_upload, "CUT_AHEAD_BYTES", MiB)
+    sizes: dict[str, int | None] = {}
+    seen = _content_types(monkeypatch, sizes)
+    small, large = randbytes(74, MiB), randbytes(75, 12 * MiB)
+    path = tmp_path / "ahead.carton"
+    write_big_carton(path, {WEIGHTS: large, "model/small.bin": small})
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 0, run.err
+    cut_type = chunk_transfer.chunking(live_server.ctx)["cut_upload_type"]
+    assert seen[sha256(large)] == seen[sha256(small)] == cut_type
+    assert sizes[sha256(large)] is None
+    assert sizes[sha256(small)] == len(small) + 4 * len(_plan_sizes(live_server, small))
+    params = live_server.ctx.chunk_params
+    assert _plan_sizes(live_server, large) == [len(c) for c in iter_chunks(params, [large])]
+    assert httpx.get(f"{live_server.url}/blobs/{sha256(large)}").content == large
 
 
 def test_files_go_as_they_are_to_a_registry_without_cut_uploads(
