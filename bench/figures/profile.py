@@ -30,10 +30,11 @@ SAMPLE_RATE = 100  # py-spy samples per second
 # streams (no spool): each member is hashed, cut, named and written as the body arrives.
 PHASES: list[tuple[str, str, tuple[str, ...]]] = [
     (
-        "sha256 of each file (chunkstore/files.py FileWriter: _cut, close_later)",
+        "sha256 of each file (chunkstore/files.py FileWriter.write, on the reading thread)",
         "leaf",
         (
-            "FileWriter._cut (registry/services/chunkstore/files.py",
+            "FileWriter.write (registry/services/chunkstore/files.py",
+            "FileWriter.write_chunks (registry/services/chunkstore/files.py",
             "FileWriter.close_later (registry/services/chunkstore/files.py",
         ),
     ),
