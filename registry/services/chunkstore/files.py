@@ -66,50 +66,41 @@ class FileWriter:
         self._new_chunk_bytes = 0
 
     def write(self, data: bytes) -> None:
-        if not data:
-            return
-        assert self._given is not True, "a writer takes write() or write_chunks(), not both"
-        self._given = False
-        if self._crc is not None:
-            self._crc = crc32(data, self._crc)
-        self._sha.update(data)
-        self.size += len(data)
-        if self._small is not None:
-            self._small.append(bytes(data))
-            if self.size <= self._threshold:
-                return
-            self._pending, self._small = self._small, None
-            self._pending_bytes = self.size
-            self._chunker = Chunker(self._session.params)
-        else:
-            self._pending.append(bytes(data))
-            self._pending_bytes += len(data)
-        if self._pending_bytes >= HANDOFF_BYTES:
-            self._hand_off()
+        if data:
+            self._accept(bytes(data), None)
 
     def write_chunks(self, data: bytes, lengths: list[int]) -> None:
         """Whole chunks the sender cut (a cut upload, ``services.cut_upload``): ``data``
-        their bytes, ``lengths`` their sizes in order. Hashed and named on the chunking
-        thread as ``write``'s bytes are, not cut again (no FastCDC on that thread)."""
-        if not data:
-            return
-        assert self._given is not False, "a writer takes write() or write_chunks(), not both"
-        self._given = True
+        their bytes, ``lengths`` their sizes in order. Hashed and named as ``write``'s
+        bytes are, not cut again (no FastCDC on the chunking thread)."""
+        if data:
+            self._accept(data, lengths)
+
+    def _accept(self, data: bytes, lengths: list[int] | None) -> None:
+        """``data`` hashed here and queued for the chunking thread, with the sender's cuts
+        (``lengths``) or to be cut there (None)."""
+        given = lengths is not None
+        assert self._given in (None, given), "a writer takes write() or write_chunks(), not both"
+        self._given = given
         if self._crc is not None:
             self._crc = crc32(data, self._crc)
         self._sha.update(data)
         self.size += len(data)
         if self._small is not None:
             self._small.append(data)
-            self._small_cuts.append(lengths)
+            if lengths is not None:
+                self._small_cuts.append(lengths)
             if self.size <= self._threshold:
                 return
             self._pending, self._small = self._small, None
             self._pending_cuts, self._small_cuts = self._small_cuts, []
             self._pending_bytes = self.size
+            if not given:
+                self._chunker = Chunker(self._session.params)
         else:
             self._pending.append(data)
-            self._pending_cuts.append(lengths)
+            if lengths is not None:
+                self._pending_cuts.append(lengths)
             self._pending_bytes += len(data)
         if self._pending_bytes >= HANDOFF_BYTES:
             self._hand_off()
