@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
@@ -25,7 +25,7 @@ from registry.client.chunks import (
 from registry.client.cut_upload import body_size, cut_body, cut_lengths
 from registry.client.members import LocalCarton
 from registry.client.plan import unknown_files
-from registry.client.transport import ClientError, Progress, RegistryClient
+from registry.client.transport import PLAIN_UPLOAD_TYPE, ClientError, Progress, RegistryClient
 
 if TYPE_CHECKING:
     from registry.client.push import PushOutcome
@@ -113,17 +113,27 @@ class Sender:
             return set()
         return unknown_files(self.client, probes, self._chunks.terms.max_query)
 
-    def _send_unknown(self, sha: str, member: str, size: int) -> None:
-        """A large file the registry holds nothing of, whole: cut here when the registry
-        takes cut uploads (``cut_upload``), else cut there as it arrives; hashed there
-        either way (not here: ``chunks``). Cut short, the upload leaves the registry its
-        whole chunks, which a push run again finds by its probe."""
+    def _whole_body(
+        self, member: str, size: int
+    ) -> tuple[Iterator[bytes], int | None, Progress | None, str]:
+        """(pieces, bytes on the wire, progress for the request, Content-Type) of a whole
+        upload of ``member``: a cut upload (``cut_upload``) of a Stored member when the
+        registry takes them, cut now if it is small enough (while another file is on the
+        wire); else its bytes as they are, cut by the registry as they arrive."""
         terms = self._chunks.terms if self._chunks is not None else None
-        cut_type = terms.cut_upload_type if terms is not None else None
-        source = self.files.source(member)
-        lengths: Iterable[int] | None = None
-        if terms is not None and cut_type is not None and isinstance(source, memoryview):
-            lengths = cut_lengths(terms.params, source)  # while another file is on the wire
+        if terms is not None and terms.cut_upload_type is not None:
+            source = self.files.source(member)
+            if isinstance(source, memoryview):
+                lengths = cut_lengths(terms.params, source)
+                pieces = cut_body(source, lengths, self.progress)  # told of file bytes
+                return pieces, body_size(lengths), None, terms.cut_upload_type
+        return self.files.pieces(member), size, self.progress, PLAIN_UPLOAD_TYPE
+
+    def _send_unknown(self, sha: str, member: str, size: int) -> None:
+        """A large file the registry holds nothing of, whole (``_whole_body``); hashed
+        there either way (not here: ``chunks``). Cut short, the upload leaves the registry
+        its whole chunks, which a push run again finds by its probe."""
+        pieces, wire_size, progress, content_type = self._whole_body(member, size)
         with self._slot():
             self._wire.acquire()  # before the request starts: none waits idle for its body
             sending = True
@@ -131,10 +141,6 @@ class Sender:
             def body() -> Iterator[bytes]:
                 nonlocal sending
                 try:
-                    if lengths is not None and isinstance(source, memoryview):
-                        pieces = cut_body(source, lengths, self.progress)
-                    else:
-                        pieces = self.files.pieces(member)
                     for piece in pieces:
                         if self._closing.is_set():  # Ctrl-C, or another upload failed
                             raise ClientError("the push was stopped")
@@ -145,10 +151,7 @@ class Sender:
                         self._wire.release()
 
             try:
-                if lengths is not None and cut_type is not None:
-                    answer = self.client.put_blob(sha, body(), body_size(lengths), None, cut_type)
-                else:
-                    answer = self.client.put_blob(sha, body(), size, self.progress)
+                answer = self.client.put_blob(sha, body(), wire_size, progress, content_type)
             except ClientError as exc:
                 if exc.status == 400:  # not what MANIFEST says? Then say so in local words.
                     self.files.verify(member, sha)

@@ -25,6 +25,9 @@ MISSING_BATCH = 10_000
 Progress = Callable[[int], None]
 """Called with the number of bytes just transferred."""
 
+PLAIN_UPLOAD_TYPE = "application/octet-stream"
+"""A whole upload's ``Content-Type`` when its body is the file's bytes as they are."""
+
 
 class Tally:
     """Bytes of file content a transfer moved, and bytes it did not have to move.
@@ -250,7 +253,7 @@ class RegistryClient:
         chunks: Iterable[bytes],
         size: int | None,
         progress: Progress | None = None,
-        content_type: str = "application/octet-stream",
+        content_type: str = PLAIN_UPLOAD_TYPE,
     ) -> dict[str, Any]:
         """Upload one file of ``size`` bytes on the wire (None: not known before it is
         sent, the body goes chunked); ``content_type``: the file's bytes as they are, or
