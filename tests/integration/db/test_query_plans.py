@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import event
 
+from registry.services import chunk_transfer
 from registry.services.chunkstore.claims import ChunkClaims, drop_in
 from registry.services.chunkstore.writer import _indexed
 from registry.services.context import RegistryContext
@@ -81,3 +82,14 @@ def test_stale_claims_are_found_by_their_key(sqlite_ctx):
         plan = plan_of(sqlite_ctx, take_over, "DELETE FROM chunk_claims")
     assert "(hash=?)" in plan, plan
     assert "SCAN chunk_claims" not in plan, plan
+
+
+def test_a_missing_chunks_query_looks_up_by_key_from_one_list_parameter(sqlite_ctx):
+    names = [f"{i:064x}" for i in range(1000)]  # more than one IN_CHUNK slice once were
+
+    def ask() -> None:
+        assert chunk_transfer.missing_chunks(sqlite_ctx, names) == names
+
+    plan = plan_of(sqlite_ctx, ask, "SELECT chunks.hash")
+    assert "SEARCH chunks USING INDEX sqlite_autoindex_chunks_1 (hash=?)" in plan, plan
+    assert "json_each" in plan, plan
