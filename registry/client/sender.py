@@ -65,6 +65,7 @@ class Sender:
         self._whole_sent: list[Future[None]] = []
         self._wire = threading.Lock()  # one whole body on the wire at a time
         self._closing = threading.Event()
+        self._whole_gave_up = threading.Event()  # a whole upload failed: queued ones skip
 
     def close(self) -> None:
         self._closing.set()  # a whole upload still sending stops at its next piece
@@ -215,11 +216,21 @@ class Sender:
 
     def _whole_soon(self, sha: str, member: str, size: int) -> None:
         """``_send_unknown`` on one of ``WHOLE_IN_FLIGHT`` threads; a failed upload stops
-        the push at the next file, or at the end."""
+        the push at the next file, or at the end, and the uploads queued behind it do not
+        start (they would only be abandoned: they pass, and the failure is the push's)."""
         if self._whole is None:
             self._whole = ThreadPoolExecutor(WHOLE_IN_FLIGHT, thread_name_prefix="whole-upload")
         self._whole_failed()
-        self._whole_sent.append(self._whole.submit(self._send_unknown, sha, member, size))
+        self._whole_sent.append(self._whole.submit(self._send_whole, sha, member, size))
+
+    def _send_whole(self, sha: str, member: str, size: int) -> None:
+        if self._whole_gave_up.is_set():
+            return
+        try:
+            self._send_unknown(sha, member, size)
+        except BaseException:
+            self._whole_gave_up.set()
+            raise
 
     def _whole_failed(self) -> None:
         """Raise the error of a whole upload that failed already, if any."""
