@@ -33,6 +33,7 @@ PHASES: list[tuple[str, str, tuple[str, ...]]] = [
         "sha256 of each file (chunkstore/files.py FileWriter.write, on the reading thread)",
         "leaf",
         (
+            "FileWriter._accept (registry/services/chunkstore/files.py",
             "FileWriter.write (registry/services/chunkstore/files.py",
             "FileWriter.write_chunks (registry/services/chunkstore/files.py",
             "FileWriter.close_later (registry/services/chunkstore/files.py",

@@ -56,6 +56,19 @@ def test_the_script_does_not_load_httpxs_own_command_line_client():
     assert run.stdout.split() == ["None", "False", "True"]
 
 
+def test_python_dash_m_runs_as_the_script_does():
+    """``python -m registry.cli`` starts as ``carton-registry`` does: through
+    ``registry.script``, so httpx loads without its command-line client there too."""
+    code = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print(sys.modules.get('httpx._main', 'absent')))\n"
+        "sys.argv = ['registry.cli', '--help']\n"
+        "runpy.run_module('registry.cli', run_name='__main__')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split()[-1] == "None"  # "absent" when registry.script did not run
+
+
 _SWALLOWED = (
     "import sys, time, weakref\n"
     "from registry.script import interrupt_again\n"
