@@ -18,8 +18,9 @@ read, shared with the web pages) and the blob store's errors (``gc`` and
 ``fsck`` report them), ``allocator`` (large downloads keep their buffers); ``serve`` and
 ``db upgrade`` also reach the app factory (``registry.app``), the worker process's setup
 (``registry.worker``), the server's options (``http.server``) and the migrations
-(``db.engine``, ``db.migrate``). Nothing else of ours imports it. What only some
-commands need is imported inside them, so ``push`` on a laptop starts fast.
+(``db.engine``, ``db.migrate``). Nothing else of ours imports it but the script's entry
+point (``registry.script``), which ``python -m registry.cli`` (``__main__``) runs as well.
+What only some commands need is imported inside them, so ``push`` on a laptop starts fast.
 
 No traceback reaches the user: failures are one ``error:`` line on stderr
 (``CARTON_REGISTRY_DEBUG=1`` lets an unexpected error's traceback through).

@@ -77,6 +77,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "registry.app": ("registry.http", "registry.services.context", "registry.settings", VERSION),
     "registry.script": ("registry.cli",),
+    "registry.cli.__main__": ("registry.script",),  # ``python -m``: the script's own start
     "registry.allocator": (),
     "registry.worker": ("registry.app", "registry.allocator"),
     "registry.cli": (
