@@ -15,8 +15,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench.figures import cpu_split
 from bench.figures.figure import Figure
-from bench.harness import REPO, VENV_BIN, MiB
+from bench.harness import REPO, VENV_BIN, GiB, MiB
 from bench.harness.clients import push_registry
 from bench.harness.data import stored_layout
 from bench.harness.servers import start_proc, stop_proc, tail
@@ -111,8 +112,25 @@ def measure(b: Bench, s: Section) -> None:
         s.notes.append(
             f"py-spy profile not available: {tail(spy_log, 300) or 'py-spy not installed'}"
         )
-        return
-    _hotspots(s, raw, t_push)
+    else:
+        _hotspots(s, raw, t_push)
+    _perf_push(b, s, reg.pid)
+
+
+def _perf_push(b: Bench, s: Section, pid: int) -> None:
+    """Another fresh push, under ``perf record``: what the server's cores ran (``cpu_split``)."""
+    c = b.build(f"perf-{b.tag}", stored_layout("weights", f"{b.tag}/perf", b.scale.stored_size))
+    data, log = b.work / "perf.data", b.logs / "perf.log"
+    perf = cpu_split.record(pid, data, log)
+    t_push, _ = push_registry(b.client, b.ensure_servers()[0].url, c.path)
+    seconds: dict[str, float] = {}
+    if perf is not None:
+        cpu_split.stop(perf)
+        if data.exists():  # kept with the run's work dir (--keep: `perf report -i` it)
+            seconds = cpu_split.split(data)
+    c.path.unlink(missing_ok=True)
+    s.extra_md += "\n" + cpu_split.markdown(seconds, c.size / GiB, t_push, log)
+    s.facts["cpu_split"] = {what: sec / (c.size / GiB) for what, sec in seconds.items()}
 
 
 def _ingest_in_process(b: Bench, path: Path) -> float | None:

@@ -98,9 +98,22 @@ def push_profile(f: Facts, scale: Scale) -> Iterator[str]:
             if ph
             else ""
         )
+        + _cpu_split_sentence(f.get("cpu_split") or {})
         + "The push streams (each member hashed, cut, named and written as the body "
         "arrives; no spool), so what is left is CPU per byte on two shared cores: sha256, "
         "the zip's CRC-32, FastCDC and BLAKE3 over every byte, and the event loop receiving."
+    )
+
+
+def _cpu_split_sentence(per_gib: dict[str, float]) -> str:
+    """perf's split of the server's CPU over a push, largest first (``cpu_split``)."""
+    if not per_gib:
+        return ""
+    parts = sorted(per_gib.items(), key=lambda kv: -kv[1])
+    listed = ", ".join(f"{what.split(' (')[0]} {sec:.2f}" for what, sec in parts if sec >= 0.01)
+    return (
+        f"perf over a second push, the server's CPU-seconds a GiB ({sum(per_gib.values()):.2f} "
+        f"in all): {listed}. "
     )
 
 
