@@ -81,7 +81,8 @@ def markdown(seconds: dict[str, float], gib: float, wall: float, log: Path) -> s
         return f"\nperf: no samples ({tail(log, 300) or 'perf not installed (Debian: linux-perf)'})"
     md = [
         "",
-        f"perf, {PERF_HZ} Hz, the server process over a second fresh push ({wall:.1f} s): "
+        f"perf, {PERF_HZ} Hz, the server process over a second fresh push, of the reference "
+        f"packer's shape (sizes and CRCs in the local headers, as the targets), {wall:.1f} s: "
         f"{total:.2f} CPU-seconds, {total / gib:.2f} a GiB; what the cores ran, by library "
         "(py-spy's busy time above also counts threads waiting for a core or the GIL).",
         "",

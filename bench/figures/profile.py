@@ -118,8 +118,15 @@ def measure(b: Bench, s: Section) -> None:
 
 
 def _perf_push(b: Bench, s: Section, pid: int) -> None:
-    """Another fresh push, under ``perf record``: what the server's cores ran (``cpu_split``)."""
-    c = b.build(f"perf-{b.tag}", stored_layout("weights", f"{b.tag}/perf", b.scale.stored_size))
+    """Another fresh push, under ``perf record``: what the server's cores ran (``cpu_split``),
+    for the reference packer's shape (the targets'), where the py-spy push above has data
+    descriptors (as the profile had before: its "Before" compares), whose scan for the
+    descriptor's signature costs the reading thread about 0.35 CPU-s a GiB (``re``)."""
+    c = b.build(
+        f"perf-{b.tag}",
+        stored_layout("weights", f"{b.tag}/perf", b.scale.stored_size),
+        sized=True,
+    )
     data, log = b.work / "perf.data", b.logs / "perf.log"
     perf = cpu_split.record(pid, data, log)
     t_push, _ = push_registry(b.client, b.ensure_servers()[0].url, c.path)
