@@ -20,7 +20,7 @@ from bench.figures.figure import Figure
 from bench.harness import REPO, VENV_BIN, GiB, MiB
 from bench.harness.clients import push_registry
 from bench.harness.data import stored_layout
-from bench.harness.servers import start_proc, stop_proc, tail
+from bench.harness.servers import Server, start_proc, stop_proc, tail
 from bench.harness.session import Bench
 from bench.report.table import Row, Section, fmt
 
@@ -114,10 +114,10 @@ def measure(b: Bench, s: Section) -> None:
         )
     else:
         _hotspots(s, raw, t_push)
-    _perf_push(b, s, reg.pid)
+    _perf_push(b, s, reg)
 
 
-def _perf_push(b: Bench, s: Section, pid: int) -> None:
+def _perf_push(b: Bench, s: Section, reg: Server) -> None:
     """Another fresh push, under ``perf record``: what the server's cores ran (``cpu_split``),
     for the reference packer's shape (the targets'), where the py-spy push above has data
     descriptors (as the profile had before: its "Before" compares), whose scan for the
@@ -128,8 +128,8 @@ def _perf_push(b: Bench, s: Section, pid: int) -> None:
         sized=True,
     )
     data, log = b.work / "perf.data", b.logs / "perf.log"
-    perf = cpu_split.record(pid, data, log)
-    t_push, _ = push_registry(b.client, b.ensure_servers()[0].url, c.path)
+    perf = cpu_split.record(reg.pid, data, log)
+    t_push, _ = push_registry(b.client, reg.url, c.path)
     seconds: dict[str, float] = {}
     if perf is not None:
         cpu_split.stop(perf)
