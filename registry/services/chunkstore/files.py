@@ -24,6 +24,9 @@ joins 1 MiB at a time). Up to ``PIECES_IN_FLIGHT`` hand-offs and one being gathe
 held at once."""
 PIECES_IN_FLIGHT = 2
 
+_Piece = tuple[bytes, list[int] | None]
+"""Bytes written, with the sender's cuts of them (``write_chunks``) or None (``write``)."""
+
 
 class FileWriter:
     """One file's bytes in, a ``FileLayout`` out (module doc).
@@ -51,12 +54,12 @@ class FileWriter:
         self._sha = hashlib.sha256()
         self._crc: int | None = 0 if crc else None
         self.size = 0
-        self._small: list[bytes] | None = []  # until the file proves larger than the threshold
+        # Pieces written, each with the sender's cuts (``write_chunks``) or None: ``_small``
+        # until the file proves larger than the threshold, then ``_pending`` per hand-off.
+        self._small: list[_Piece] | None = []
         self._chunker: Chunker | None = None
         self._given: bool | None = None  # cut by the sender (``write_chunks``), or here
-        self._small_cuts: list[list[int]] = []  # with ``_small``, for ``write_chunks``
-        self._pending: list[bytes] = []
-        self._pending_cuts: list[list[int]] = []  # with ``_pending``, for ``write_chunks``
+        self._pending: list[_Piece] = []
         self._pending_bytes = 0
         self._inflight: collections.deque[Future[None]] = collections.deque()
         self._named: list[tuple[str, memoryview]] = []  # cut, not yet handed to the placer
@@ -87,45 +90,38 @@ class FileWriter:
         self._sha.update(data)
         self.size += len(data)
         if self._small is not None:
-            self._small.append(data)
-            if lengths is not None:
-                self._small_cuts.append(lengths)
+            self._small.append((data, lengths))
             if self.size <= self._threshold:
                 return
             self._pending, self._small = self._small, None
-            self._pending_cuts, self._small_cuts = self._small_cuts, []
             self._pending_bytes = self.size
             if not given:
                 self._chunker = Chunker(self._session.params)
         else:
-            self._pending.append(data)
-            if lengths is not None:
-                self._pending_cuts.append(lengths)
+            self._pending.append((data, lengths))
             self._pending_bytes += len(data)
         if self._pending_bytes >= HANDOFF_BYTES:
             self._hand_off()
 
     def _hand_off(self) -> None:
-        pieces, cuts = self._pending, self._pending_cuts
-        self._pending, self._pending_cuts, self._pending_bytes = [], [], 0
+        pieces = self._pending
+        self._pending, self._pending_bytes = [], 0
         while len(self._inflight) >= PIECES_IN_FLIGHT:
             self._inflight.popleft().result()
-        worker = self._session.worker()
-        if self._given:
-            self._inflight.append(worker.submit(self._cut_given, pieces, cuts))
-        else:
-            self._inflight.append(worker.submit(self._cut, pieces))
+        cut = self._cut_given if self._given else self._cut
+        self._inflight.append(self._session.worker().submit(cut, pieces))
 
-    def _cut(self, pieces: list[bytes]) -> None:
+    def _cut(self, pieces: list[_Piece]) -> None:
         """On the chunking thread: the pieces joined there, once, and cut (``Chunker``)."""
         chunker = self._chunker
         assert chunker is not None
-        for piece in pieces:
+        for piece, _ in pieces:
             self._take(chunker.feed(piece))
 
-    def _cut_given(self, pieces: list[bytes], cuts: list[list[int]]) -> None:
+    def _cut_given(self, pieces: list[_Piece]) -> None:
         """On the chunking thread: pieces of whole chunks sliced where the sender cut them."""
-        for piece, lengths in zip(pieces, cuts, strict=True):
+        for piece, lengths in pieces:
+            assert lengths is not None
             view, at, chunks = memoryview(piece), 0, []
             for length in lengths:
                 chunks.append(view[at : at + length])
@@ -198,7 +194,7 @@ class FileWriter:
         done: Future[FileLayout] = Future()
         sha256 = self._sha.hexdigest()  # every byte was written: on this thread
         if self._small is not None:
-            whole = b"".join(self._small)
+            whole = b"".join(data for data, _ in self._small)
             self._session.stage_whole(sha256, whole)
             done.set_result(FileLayout(sha256, self.size, crc, None))
             return done
