@@ -71,6 +71,9 @@ class ChunkTerms:
     cut_upload_type: str | None = None
     """The ``Content-Type`` of a cut upload (``client.cut_upload``); None from registries
     that predate them (whole files then go as they are)."""
+    cut_files_type: str | None = None
+    """The ``Content-Type`` of a cut upload of several files (``client.cut_upload``); None
+    from registries that predate it (each file then goes in a request of its own)."""
 
     @classmethod
     def fetch(cls, client: RegistryClient) -> ChunkTerms:
@@ -85,6 +88,7 @@ class ChunkTerms:
                 int(body.get("max_batch_records", 1 << 31)),
                 int(body.get("max_concurrent_uploads", UPLOAD_WORKERS)),
                 cut_type if isinstance(cut_type := body.get("cut_upload_type"), str) else None,
+                files_type if isinstance(files_type := body.get("cut_files_type"), str) else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ClientError(f"the registry's chunking parameters are unusable: {exc}") from exc

@@ -47,6 +47,10 @@ class LocalCarton:
         offset, size = span
         return memoryview(self._map)[offset : offset + size]
 
+    def in_place(self, member: str) -> bool:
+        """Whether ``source`` gives the member as a slice of the mapped file."""
+        return self._in_file(member) is not None
+
     def pieces(self, member: str) -> Iterator[bytes]:
         """The member's bytes in ``READ_BYTES`` pieces, to send: a Stored member read from
         the file (a copy by the kernel per piece) rather than copied out of the map (which

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import httpx
 
 from registry.client.errors import ClientError as ClientError  # where callers import it
+from registry.client.tally import Tally as Tally  # where callers import it
 from registry.client.urls import check_registry_url, default_url
 
 MISSING_BATCH = 10_000
@@ -27,50 +28,6 @@ Progress = Callable[[int], None]
 
 PLAIN_UPLOAD_TYPE = "application/octet-stream"
 """A whole upload's ``Content-Type`` when its body is the file's bytes as they are."""
-
-
-class Tally:
-    """Bytes of file content a transfer moved, and bytes it did not have to move.
-
-    A push counts what it ``moved`` to the registry and what it skipped as already
-    there (``reused``); a pull, what it received and what the local cache held.
-    Updated by several threads at once.
-    """
-
-    def __init__(self) -> None:
-        self.moved = 0
-        self.reused = 0
-        self.stored = 0  # of ``moved``: what the registry said it really stored (chunk dedup)
-        self.healed = 0  # of ``moved``: written again in place of damaged copies
-        self.new_files = 0  # bytes of files the registry said an upload created
-        self._lock = threading.Lock()
-
-    def add(
-        self,
-        *,
-        moved: int = 0,
-        reused: int = 0,
-        stored: int = 0,
-        healed: int = 0,
-        new_files: int = 0,
-    ) -> None:
-        with self._lock:
-            self.moved += moved
-            self.reused += reused
-            self.stored += stored
-            self.healed += healed
-            self.new_files += new_files
-
-    def add_upload(self, size: int, answer: dict[str, Any]) -> None:
-        """A whole-file upload of ``size`` bytes and the registry's answer to it: what it
-        stored after chunk dedup, wrote in place of damaged copies, and whether it made a
-        new file."""
-        self.add(
-            moved=size,
-            stored=int(answer.get("bytes_stored") or 0),
-            healed=int(answer.get("bytes_healed") or 0),
-            new_files=size if answer.get("created") else 0,
-        )
 
 
 _SAFE_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.carton$")
@@ -267,6 +224,20 @@ class RegistryClient:
             content=self._counted(chunks, size or 0, progress),
             headers=headers,
         ).json()
+
+    def put_blobs(
+        self, chunks: Iterable[bytes], size: int, progress: Progress | None, content_type: str
+    ) -> list[dict[str, Any]]:
+        """Upload several files in one request (``client.cut_upload.files_body``) of
+        ``size`` bytes; the registry's answer for each, in order."""
+        return list(
+            self.request(
+                "POST",
+                "/api/v1/blobs",
+                content=self._counted(chunks, size, progress),
+                headers={"Content-Type": content_type, "Content-Length": str(size)},
+            ).json()["blobs"]
+        )
 
     def chunking(self) -> dict[str, Any]:
         """How the registry cuts files into chunks (``GET /api/v1/chunking``)."""

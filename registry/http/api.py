@@ -14,6 +14,7 @@ import anyio.from_thread
 import anyio.to_thread
 from litestar import Controller, Request, Response, delete, post, put
 
+from registry.errors import InvalidBody
 from registry.http import schemas
 from registry.http.auth import bearer_token, invalid_token, require_delete, require_push
 from registry.http.deps import StreamedBody
@@ -24,7 +25,7 @@ from registry.services import blobs as blob_service
 from registry.services import cartons, deletes, listing, models, stats, tags
 from registry.services.auth import SCOPES, authenticate_grant
 from registry.services.context import RegistryContext
-from registry.services.cut_upload import CUT_UPLOAD_TYPE
+from registry.services.cut_upload import CUT_FILES_TYPE, CUT_UPLOAD_TYPE
 from registry.services.ingest import check_may_push_into, ingest_stream
 from registry.services.lookups import models_page
 from registry.services.names import require_version
@@ -100,6 +101,32 @@ class ApiController(Controller):
             )
         stored = as_body(result, schemas.UploadedBlob)
         return Response(stored, status_code=201 if stored.created else 200)
+
+    @post(
+        "/blobs",
+        status_code=201,
+        guards=[require_push],
+        summary="Upload several blobs in one request, each verified",
+        description=(
+            f"`Content-Type: {CUT_FILES_TYPE}`: per file, its sha256 (32 bytes) and size "
+            "(8 bytes, big-endian), then its chunks as a cut upload's records; every file "
+            "larger than `min_file_bytes` (docs/chunk-transfer.md, cut uploads of several "
+            "files). One answer per file, in order; no file is indexed unless all are good."
+        ),
+    )
+    async def post_blobs(
+        self, request: Request, ctx: RegistryContext, ingest_gate: IngestGate
+    ) -> Response[schemas.UploadedBlobs]:
+        if request.content_type[0] != CUT_FILES_TYPE:
+            raise InvalidBody(f"POST /api/v1/blobs takes Content-Type {CUT_FILES_TYPE}")
+        body = StreamedBody(request, ctx.settings.max_upload_bytes)
+        async with ingest_gate.slot(ingest_client(request)) as limiter, body.feeding():
+            results = await anyio.to_thread.run_sync(
+                partial(blob_service.put_blobs, ctx, body), limiter=limiter
+            )
+        stored = schemas.UploadedBlobs(blobs=as_body(results, list[schemas.UploadedBlob]))
+        created = any(blob.created for blob in stored.blobs)
+        return Response(stored, status_code=201 if created else 200)
 
     @get(
         "/cartons/{sha256:str}",

@@ -90,6 +90,13 @@ class UploadedBlob(StoredBlob):
     bytes_healed: int
 
 
+class UploadedBlobs(Body):
+    """The answers of an upload of several files (``POST /api/v1/blobs``), in its order; the
+    chunk bytes its session wrote in place of damaged copies are counted in the first."""
+
+    blobs: list[UploadedBlob]
+
+
 # --- pushes -----------------------------------------------------------------------------
 
 
@@ -320,6 +327,8 @@ class Chunking(Body):
     max_concurrent_uploads: int
     cut_upload_type: str
     """The ``Content-Type`` of a whole upload sent as the chunks its sender cut."""
+    cut_files_type: str
+    """The ``Content-Type`` of several whole files in one upload (``POST /api/v1/blobs``)."""
 
 
 class MissingChunksQuery(RequestBody):

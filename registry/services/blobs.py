@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from sqlalchemy import select
@@ -23,10 +23,11 @@ from registry.errors import (
 from registry.services.chunkstore.damage import damaged_files
 from registry.services.chunkstore.files import FileWriter
 from registry.services.chunkstore.index import record_files
+from registry.services.chunkstore.layout import FileLayout
 from registry.services.chunkstore.wholedamage import damaged_blobs
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
-from registry.services.cut_upload import cut_records
+from registry.services.cut_upload import cut_files, cut_records
 from registry.services.leases import Lease
 from registry.services.names import require_sha256
 from registry.services.private_dedup import record_uploads, restricted, usable_blobs
@@ -90,19 +91,19 @@ BODY_CUT_SHORT = (TruncatedUpload, UploadAbandoned, UploadStalled)
 """A body that stopped arriving: the upload's whole chunks are kept (``_keep_cut``)."""
 
 
-def _keep_cut(ctx: RegistryContext, packs: PackSession, writer: FileWriter) -> bool:
+def _keep_cut(ctx: RegistryContext, packs: PackSession, writers: list[FileWriter]) -> bool:
     """Publish the chunks of an upload cut short, as ``POST /api/v1/chunks`` would have:
     each is named by its own BLAKE3, so they are good data whatever the file would have
     been. A client that runs the push again finds them (``chunks/missing``) and sends
     the rest only; nothing uses them until then, and GC takes them after its grace
     period if nothing does. False (and nothing kept) when that fails."""
     try:
-        writer.keep_cut()
+        writers[-1].keep_cut()  # the files before it were closed (and their chunks placed)
         packs.keep_unused()
     except Exception:
         log.warning("could not keep the chunks of an upload cut short", exc_info=True)
         return False
-    record_uploads(ctx, writer.names or ())
+    record_uploads(ctx, [name for writer in writers for name in writer.names or ()])
     return True
 
 
@@ -138,7 +139,7 @@ def put_blob(
                     for data in iter(lambda: source.read(CHUNK), b""):
                         writer.write(data)
             except BODY_CUT_SHORT:
-                kept = _keep_cut(ctx, packs, writer)
+                kept = _keep_cut(ctx, packs, [writer])
                 raise
             layout = writer.close()
             if layout.sha256 != sha256:
@@ -157,16 +158,30 @@ def put_blob(
                 packs.discard()
             raise
     ctx.caches.index_changed()
+    record_uploads(ctx, [sha256])
+    return _uploaded(layout, new, packs, rechunked, hidden_before, packs.healed_bytes)
+
+
+def _uploaded(
+    layout: FileLayout,
+    new: set[str],
+    packs: PackSession,
+    rechunked: bool,
+    hidden_before: bool,
+    healed: int,
+) -> dict[str, Any]:
+    """One uploaded file's answer (``UploadedBlob``) once its row is in the index;
+    ``healed``: the chunk bytes its session wrote in place of damaged copies that are
+    counted in this answer."""
+    sha256 = layout.sha256
     # Created: the blob could not be served before (an object left without a row could).
-    created = bool(new) and (layout.chunked or sha256 in packs.created_whole)
+    created = sha256 in new and (layout.chunked or sha256 in packs.created_whole)
     stored = layout.new_chunk_bytes if layout.chunked else (layout.size if created else 0)
     # Written again in place of damaged copies: its chunks, or the whole object replaced.
-    healed = packs.healed_bytes
-    if not new and (sha256 in packs.healed_whole or rechunked):
+    if sha256 not in new and (sha256 in packs.healed_whole or rechunked):
         healed += layout.new_chunk_bytes if layout.chunked else layout.size
     if hidden_before:  # stored already, for someone else: new to this caller, as it knows
         created, stored = True, layout.size
-    record_uploads(ctx, [sha256])
     return {
         "sha256": sha256,
         "size": layout.size,
@@ -174,3 +189,64 @@ def put_blob(
         "bytes_stored": stored,
         "bytes_healed": healed,
     }
+
+
+def put_blobs(ctx: RegistryContext, stream: Readable) -> list[dict[str, Any]]:
+    """Store the files of a ``CUT_FILES_TYPE`` body (``services.cut_upload.cut_files``),
+    each verified against its name, then all their rows in one transaction; the answers
+    in the body's order, as ``put_blob`` gives them.
+
+    One lease and one pack session for all: a file's last chunks are placed while the
+    next one arrives, and its pack is not sealed alone. Any file that is not what it
+    says, or any malformed record, rejects the request: no file of it is indexed. A body
+    cut short keeps the whole chunks of every file so far, as ``put_blob`` does.
+    """
+    with ctx.sessions() as session:
+        hiding = restricted(session)
+    source = _Limited(stream, ctx.settings.max_upload_bytes)
+    min_bytes = ctx.settings.chunk_min_file_bytes
+    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
+        packs = PackSession(ctx, lease)
+        kept = False
+        try:
+            sent: list[tuple[str, Future[FileLayout]]] = []
+            writers: list[FileWriter] = []
+            try:
+                for sha256, _size, records in cut_files(source, ctx.chunk_params, min_bytes):
+                    writers.append(FileWriter(packs, collect_names=hiding))
+                    for data, lengths in records:
+                        writers[-1].write_chunks(data, lengths)
+                    sent.append((sha256, writers[-1].close_later()))
+            except BODY_CUT_SHORT:
+                # The files before are closed: their last chunks are placed once these are
+                # done (finishing the session drops the tasks its threads have not started).
+                wait([done for _, done in sent])
+                if writers:
+                    kept = _keep_cut(ctx, packs, writers)
+                raise
+            layouts = [(sha256, done.result()) for sha256, done in sent]
+            for sha256, layout in layouts:
+                if layout.sha256 != sha256:
+                    raise BlobDigestMismatch(sha256, layout.sha256, layout.size)
+            packs.finish()
+            shas = list(dict.fromkeys(sha256 for sha256, _ in layouts))
+            with ctx.transaction() as session:
+                lease.fence(session)
+                hidden = set(shas) - usable_blobs(ctx, session, shas) if hiding else set()
+                ids = packs.pack_ids(session)
+                damaged = set(damaged_blobs(session, shas))
+                rechunked = {sha for sha, lay in layouts if lay.chunked and sha in damaged}
+                new = record_files(session, [lay for _, lay in layouts], ids, replace=rechunked)
+                lease.release(session)
+        except BaseException:
+            if not kept:
+                packs.discard()
+            raise
+    ctx.caches.index_changed()
+    record_uploads(ctx, shas)
+    # The session's chunks written in place of damaged copies are counted once, in the
+    # first answer: a chunk healed may be shared by several of the files.
+    return [
+        _uploaded(layout, new, packs, sha in rechunked, sha in hidden, packs.healed_bytes * (not i))
+        for i, (sha, layout) in enumerate(layouts)
+    ]

@@ -53,7 +53,7 @@ from registry.services.chunkstore.layout import (
 from registry.services.chunkstore.reader import iter_file, stored_from_layout
 from registry.services.chunkstore.writer import PackSession
 from registry.services.context import RegistryContext
-from registry.services.cut_upload import CUT_UPLOAD_TYPE
+from registry.services.cut_upload import CUT_FILES_TYPE, CUT_UPLOAD_TYPE
 from registry.services.leases import Lease
 from registry.services.names import require_sha256
 from registry.services.private_dedup import record_uploads, restricted, usable_blobs, usable_chunks
@@ -94,6 +94,7 @@ def chunking(ctx: RegistryContext) -> dict[str, Any]:
         "assemble_ratio_min_bytes": settings.assemble_ratio_min_bytes,
         "max_concurrent_uploads": min(settings.max_concurrent_pushes_per_client or slots, slots),
         "cut_upload_type": CUT_UPLOAD_TYPE,
+        "cut_files_type": CUT_FILES_TYPE,
     }
 
 

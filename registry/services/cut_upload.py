@@ -26,21 +26,31 @@ from registry.chunking import ChunkParams
 from registry.errors import InvalidBody
 
 CUT_UPLOAD_TYPE = "application/vnd.carton.cut-file"
+CUT_FILES_TYPE = "application/vnd.carton.cut-files"
+"""``POST /api/v1/blobs``: several files in one request, each a header (its sha256 as 32
+bytes, its size as 8 big-endian bytes) and its chunks as a cut upload's records: one
+lease, one pack session and one index transaction for all of them, where one request
+each paid those per file and left the wire idle while each small file was finished."""
 GROUP_BYTES = MiB
 """Chunk bytes joined into one piece for the pack session's chunking thread (the
 records' headers left out): the size of the pieces a plain upload hands it."""
 _LENGTH = struct.Struct(">I")
+_FILE_HEADER = struct.Struct(">32sQ")
 
 
-def cut_records(body: Readable, params: ChunkParams) -> Iterator[tuple[bytes, list[int]]]:
-    """(bytes, lengths) of whole chunks, about ``GROUP_BYTES`` at a time, in file order;
-    ``InvalidBody`` (400) when a record is malformed, out of bounds, or cut short."""
-    pieces = PieceReader(body)
+def cut_records(
+    body: Readable | PieceReader, params: ChunkParams, size: int | None = None
+) -> Iterator[tuple[bytes, list[int]]]:
+    """(bytes, lengths) of whole chunks, about ``GROUP_BYTES`` at a time, in file order,
+    until the body ends (or, given ``size``, once the chunks hold that many bytes: one
+    file of a ``cut_files`` body); ``InvalidBody`` (400) when a record is malformed, out
+    of bounds, cut short, or runs past ``size``."""
+    pieces = body if isinstance(body, PieceReader) else PieceReader(body)
     parts: list[bytes | memoryview] = []
     lengths: list[int] = []
-    size = 0
+    size_of_parts = done = 0
     short = 0  # the length of the previous chunk if under min_size: it had to be the last
-    while head := pieces.take(_LENGTH.size):
+    while (size is None or done < size) and (head := pieces.take(_LENGTH.size)):
         if len(head) != _LENGTH.size:
             raise InvalidBody("cut upload ends inside a record's length")
         if short:
@@ -51,15 +61,44 @@ def cut_records(body: Readable, params: ChunkParams) -> Iterator[tuple[bytes, li
         (length,) = _LENGTH.unpack(head)
         if not 0 < length <= params.max_size:
             raise InvalidBody(f"a chunk of {length} bytes; chunks are 1 to {params.max_size}")
+        if size is not None and done + length > size:
+            raise InvalidBody(f"the chunks run past the file's {size} bytes")
         data = pieces.take(length)
         if len(data) != length:
             raise InvalidBody("cut upload ends inside a chunk")
         short = length if length < params.min_size else 0
         parts.append(data)
         lengths.append(length)
-        size += length
-        if size >= GROUP_BYTES:
+        size_of_parts += length
+        done += length
+        if size_of_parts >= GROUP_BYTES:
             yield b"".join(parts), lengths
-            parts, lengths, size = [], [], 0
+            parts, lengths, size_of_parts = [], [], 0
+    if size is not None and done < size:
+        raise InvalidBody(f"cut upload ends after {done} of a file's {size} bytes")
     if parts:
         yield b"".join(parts), lengths
+
+
+def cut_files(
+    body: Readable, params: ChunkParams, min_bytes: int
+) -> Iterator[tuple[str, int, Iterator[tuple[bytes, list[int]]]]]:
+    """(sha256, size, its chunks as ``cut_records`` gives them) of each file of a
+    ``CUT_FILES_TYPE`` body, in order; a file's chunks are to be read before the next file
+    is asked for. ``InvalidBody`` (400) for an empty body, a header cut short, a file of at
+    most ``min_bytes`` (those go whole, one request each) and what ``cut_records`` refuses."""
+    pieces = PieceReader(body)
+    files = 0
+    while head := pieces.take(_FILE_HEADER.size):
+        if len(head) != _FILE_HEADER.size:
+            raise InvalidBody("cut upload ends inside a file's header")
+        digest, size = _FILE_HEADER.unpack(head)
+        if size <= min_bytes:
+            raise InvalidBody(
+                f"a file of {size} bytes; files of at most {min_bytes} bytes go one to a "
+                "request (PUT /api/v1/blobs/{sha256})"
+            )
+        files += 1
+        yield digest.hex(), size, cut_records(pieces, params, size)
+    if not files:
+        raise InvalidBody("an upload of no files")

@@ -192,6 +192,48 @@ def test_an_interrupted_whole_upload_run_again_sends_only_the_rest(
     assert got == weights
 
 
+def test_an_interrupted_upload_of_several_files_run_again_sends_only_the_rest(
+    cli, live_server, proxy, tmp_path, monkeypatch
+):
+    """Cut short inside its second file, an upload of several files leaves the registry
+    the whole chunks of both (no file is made of them); the push run again sends the
+    rest as chunks."""
+    files = {f"model/part-{i}.bin": randbytes(120 + i, 8 * MiB) for i in range(3)}
+    path = tmp_path / "cut-several.carton"
+    write_big_carton(path, files)
+    real = RegistryClient.put_blobs
+
+    def cut_short(self, pieces, size, *how):  # type: ignore[no-untyped-def]
+        def some() -> Iterator[bytes]:
+            sent = 0
+            for piece in pieces:
+                yield piece
+                sent += len(piece)
+                if sent >= 12 * MiB:
+                    raise ClientError("the network went away")
+
+        return real(self, some(), size, *how)
+
+    monkeypatch.setattr(RegistryClient, "put_blobs", cut_short)
+    run = cli("push", str(path), "--url", proxy.url)
+    assert run.code == 1 and "the network went away" in run.err
+    assert run.client.count("POST", "/api/v1/blobs", "/blobs") == 1
+    pushes_settled(live_server.ctx)
+    batched = [files["model/part-1.bin"], files["model/part-2.bin"]]
+    for data in batched:
+        head = httpx.head(f"{live_server.url}/blobs/{sha256(data)}")
+        assert head.status_code == 404  # chunks only: no file was made of them
+    assert missing_bytes(live_server.ctx, batched[0]) <= 2 * MiB  # most of it was kept
+    lacking = sum(missing_bytes(live_server.ctx, data) for data in batched)
+
+    monkeypatch.setattr(RegistryClient, "put_blobs", real)
+    up, run = push(cli, proxy, path)
+    assert run.client.count("POST", "/api/v1/blobs", "/blobs") == 0
+    assert up <= lacking + SLACK, (up, lacking)
+    for data in files.values():
+        assert httpx.get(f"{live_server.url}/blobs/{sha256(data)}").content == data
+
+
 def test_a_killed_push_run_again_sends_only_the_rest(installed, live_server, proxy, tmp_path):
     weights = randbytes(4, 128 * MiB)
     path = carton(tmp_path, "killed", weights)
@@ -539,6 +581,19 @@ def test_the_chunk_cache_stays_under_its_cap(cli, live_server, proxy, tmp_path, 
     assert 0 < kept <= 2 * MiB
 
 
+def one_file_a_request(monkeypatch) -> None:
+    """The registry's terms without ``cut_files_type``: each fresh file goes in a request
+    of its own (as to a registry that predates uploads of several files)."""
+    real = RegistryClient.chunking
+
+    def older(self):  # type: ignore[no-untyped-def]
+        body = dict(real(self))
+        del body["cut_files_type"]
+        return body
+
+    monkeypatch.setattr(RegistryClient, "chunking", older)
+
+
 def test_fresh_files_go_whole_one_body_on_the_wire_while_the_last_one_is_finished(
     cli, live_server, tmp_path, monkeypatch
 ):
@@ -558,6 +613,7 @@ def test_fresh_files_go_whole_one_body_on_the_wire_while_the_last_one_is_finishe
         return answer
 
     monkeypatch.setattr(blob_service, "put_blob", slow_to_finish)
+    one_file_a_request(monkeypatch)
 
     class OwnedLock:
         """The Sender's wire lock, knowing which thread holds it."""
@@ -623,6 +679,7 @@ def test_fresh_files_go_whole_one_body_on_the_wire_while_the_last_one_is_finishe
 
 
 def test_a_failed_whole_upload_stops_the_push(cli, live_server, tmp_path, monkeypatch):
+    one_file_a_request(monkeypatch)
     real = RegistryClient.put_blob
     calls = {"n": 0}
     lock = threading.Lock()
@@ -678,8 +735,103 @@ def test_the_first_fresh_file_is_on_the_wire_while_the_others_are_probed(
     assert probed_after_it == [True, True]
     assert run.client.count("POST", "/api/v1/chunks/missing") == 2  # the first, the rest
     assert run.client.count("POST", "/api/v1/chunks", "/chunks") == 0
+    assert run.client.count("PUT", f"/api/v1/blobs/{first}") == 1
+    assert run.client.count("POST", "/api/v1/blobs", "/blobs") == 1  # the two others
     for data in files.values():
-        assert run.client.count("PUT", f"/api/v1/blobs/{sha256(data)}") == 1
+        assert httpx.get(f"{live_server.url}/blobs/{sha256(data)}").content == data
+
+
+def _whole_uploads(monkeypatch) -> list[tuple[str, list[str], int | None]]:
+    """Each whole upload a push sends: ("PUT" or "POST", the sha256 of its files, its
+    Content-Length or None)."""
+    sent: list[tuple[str, list[str], int | None]] = []
+    real_put, real_post = RegistryClient.put_blob, RegistryClient.put_blobs
+
+    def put(self, sha, pieces, size, *how):  # type: ignore[no-untyped-def]
+        sent.append(("PUT", [sha], size))
+        return real_put(self, sha, pieces, size, *how)
+
+    def post(self, pieces, size, *how):  # type: ignore[no-untyped-def]
+        answers = real_post(self, pieces, size, *how)
+        sent.append(("POST", [a["sha256"] for a in answers], size))
+        return answers
+
+    monkeypatch.setattr(RegistryClient, "put_blob", put)
+    monkeypatch.setattr(RegistryClient, "put_blobs", post)
+    return sent
+
+
+def test_fresh_files_after_the_first_go_several_to_a_request(
+    cli, live_server, tmp_path, monkeypatch
+):
+    """The first goes at once, cut as it is sent (nothing is on the wire before it to hide
+    a cut); the others are cut first and go together, up to ``CUT_AHEAD_BYTES`` a
+    request (docs/chunk-transfer.md, "Cut uploads of several files")."""
+    from registry.client import sender
+
+    monkeypatch.setattr(sender, "CUT_AHEAD_BYTES", 5 * MiB)
+    sent = _whole_uploads(monkeypatch)
+    files = {f"model/part-{i}.bin": randbytes(90 + i, 2 * MiB) for i in range(6)}
+    path = tmp_path / "several.carton"
+    write_big_carton(path, files)
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 0, run.err
+    shas = [sha256(files[f"model/part-{i}.bin"]) for i in range(6)]
+    big = {(how, tuple(names)): size for how, names, size in sent if set(names) <= set(shas)}
+    assert (
+        big
+        == {
+            ("PUT", (shas[0],)): None,  # chunked: not cut before it went
+            ("POST", tuple(shas[1:3])): big[("POST", tuple(shas[1:3]))],
+            ("POST", tuple(shas[3:5])): big[("POST", tuple(shas[3:5]))],
+            ("PUT", (shas[5],)): big[("PUT", (shas[5],))],
+        }
+    )
+    assert all(size is not None for key, size in big.items() if key[1] != (shas[0],))
+    assert run.client.count("POST", "/api/v1/chunks", "/chunks") == 0
+    for data in files.values():
+        assert httpx.get(f"{live_server.url}/blobs/{sha256(data)}").content == data
+    assert "uploaded 8 blob(s), 12.0 MiB" in run.out  # and carton.toml, the tensor index
+
+
+def test_a_failed_upload_of_several_files_stops_the_push(cli, live_server, tmp_path, monkeypatch):
+    def fails(self, pieces, size, *how):  # type: ignore[no-untyped-def]
+        raise ClientError("the network went away")
+
+    monkeypatch.setattr(RegistryClient, "put_blobs", fails)
+    files = {f"model/part-{i}.bin": randbytes(95 + i, 2 * MiB) for i in range(4)}
+    path = tmp_path / "fails-several.carton"
+    write_big_carton(path, files)
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 1 and "the network went away" in run.err
+    assert run.client.count("POST", "/api/v1/cartons") == 0
+
+
+def test_a_file_sent_with_others_that_is_not_what_its_manifest_says_is_refused_in_local_words(
+    cli, live_server, tmp_path
+):
+    """The registry refuses the whole request (400); the CLI names the file that is wrong,
+    and none of the request's files is stored."""
+    files = {f"model/part-{i}.bin": randbytes(100 + i, 2 * MiB) for i in range(3)}
+    other = randbytes(110, 2 * MiB)
+    good = tmp_path / "good.carton"
+    write_big_carton(good, files)
+    stale = tmp_path / "stale-several.carton"
+    with zipfile.ZipFile(good) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    members["model/part-2.bin"] = other
+    with zipfile.ZipFile(stale, "w", zipfile.ZIP_STORED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    run = cli("push", str(stale), "--url", live_server.url)
+    assert run.code == 1
+    expected = sha256(files["model/part-2.bin"])
+    said = f"{stale}: model/part-2.bin: content hashes to {sha256(other)}, but MANIFEST says "
+    assert said in run.err
+    assert expected in run.err
+    for name in ("model/part-1.bin", "model/part-2.bin"):
+        head = httpx.head(f"{live_server.url}/blobs/{sha256(files[name])}")
+        assert head.status_code == 404
 
 
 def test_a_failed_whole_upload_stops_the_small_files_after_it(
@@ -753,11 +905,13 @@ def test_a_file_over_the_cut_ahead_size_is_cut_as_it_is_sent(
 ):
     """Its first byte does not wait for a pass over all of it: the body goes chunked."""
     monkeypatch.setattr(cut_upload, "CUT_AHEAD_BYTES", MiB)
+    one_file_a_request(monkeypatch)
     sizes: dict[str, int | None] = {}
     seen = _content_types(monkeypatch, sizes)
     small, large = randbytes(74, MiB), randbytes(75, 12 * MiB)
     path = tmp_path / "ahead.carton"
-    write_big_carton(path, {WEIGHTS: large, "model/small.bin": small})
+    # The large one first (MANIFEST's order): a push's first whole upload is not cut ahead.
+    write_big_carton(path, {WEIGHTS: large, "model/z-small.bin": small})
     run = cli("push", str(path), "--url", live_server.url)
     assert run.code == 0, run.err
     cut_type = chunk_transfer.chunking(live_server.ctx)["cut_upload_type"]

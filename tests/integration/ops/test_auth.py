@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import struct
 
 import pytest
 from sqlalchemy import select
@@ -15,10 +16,20 @@ from registry.services.auth import (
     list_tokens,
     revoke_token,
 )
+from registry.services.cut_upload import CUT_FILES_TYPE
 from tests.integration.ops.helpers import make_carton, sha
 
 MODEL = "ops-model"
 NEW_BLOB = b"a blob uploaded on its own"
+SEVERAL = bytes(range(256)) * 1024  # 256 KiB: over min_file_bytes, sent in 64 KiB chunks
+SEVERAL_BODY = (
+    hashlib.sha256(SEVERAL).digest()
+    + struct.pack(">Q", len(SEVERAL))
+    + b"".join(
+        struct.pack(">I", 64 * 1024) + SEVERAL[at : at + 64 * 1024]
+        for at in range(0, len(SEVERAL), 64 * 1024)
+    )
+)
 
 
 def bearer(token: str | None) -> dict[str, str]:
@@ -58,6 +69,13 @@ WRITE_ROUTES = [
     ),
     ("put blob", "push", ("PUT", f"/api/v1/blobs/{sha(NEW_BLOB)}"), {"content": NEW_BLOB}, 201),
     (
+        "post blobs",
+        "push",
+        ("POST", "/api/v1/blobs"),
+        {"content": SEVERAL_BODY, "headers": {"Content-Type": CUT_FILES_TYPE}},
+        201,
+    ),
+    (
         "put tag",
         "push",
         ("PUT", f"/api/v1/models/{MODEL}/tags/stable"),
@@ -94,7 +112,9 @@ def test_write_route_scopes(ops_client, registry_ctx, scope, request_line, kwarg
     seed(ops_client, keys["admin"])
 
     def call(token: str | None):
-        return ops_client.request(method, path, headers=bearer(token), **kwargs)
+        extra = dict(kwargs)
+        headers = {**extra.pop("headers", {}), **bearer(token)}
+        return ops_client.request(method, path, headers=headers, **extra)
 
     anonymous = call(None)
     assert anonymous.status_code == 401, anonymous.text
