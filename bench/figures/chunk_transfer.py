@@ -155,7 +155,7 @@ def measure_push(b: Bench, s: Section) -> None:
     size = b.scale.stored_size // MiB
     s.rows.append(
         value_row(
-            f"first push of a fresh {size} MiB carton, CLI (probed, then each file whole)",
+            f"first push of a fresh {size} MiB carton, CLI (probed, then whole, several to a request)",
             fresh,
             "MiB/s",
             "REST push of the same carton (empty registry)",
@@ -205,7 +205,9 @@ def measure_push(b: Bench, s: Section) -> None:
     s.notes.append(
         "Fresh bytes every run. The CLI sends each fresh Stored file whole as a cut upload "
         "(cut by FastCDC in the CLI, named and hashed by the registry, which does not cut it "
-        "again; since 2026-11-28, docs/chunk-transfer.md). "
+        "again; since 2026-11-28, docs/chunk-transfer.md): the first at once, cut as it is "
+        "sent, the others several to a request (`POST /api/v1/blobs`, up to 256 MiB each; "
+        "since the tenth session). "
         "The CLI and the REST reference each push into a registry "
         "of their own that starts empty (same backend; before 2026-11-28 the CLI pushed "
         "into the run's shared registry, which by then held about 9 GiB of the earlier "

@@ -36,7 +36,7 @@ PHASES: list[tuple[str, str, tuple[str, ...]]] = [
         (
             "FileWriter._accept (registry/services/chunkstore/files.py",
             "FileWriter.write (registry/services/chunkstore/files.py",
-            "FileWriter.write_chunks (registry/services/chunkstore/files.py",
+            "FileWriter.write_chunk (registry/services/chunkstore/files.py",
             "FileWriter.close_later (registry/services/chunkstore/files.py",
         ),
     ),

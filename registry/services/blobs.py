@@ -133,8 +133,8 @@ def put_blob(
             writer = FileWriter(packs, collect_names=hiding)
             try:
                 if cut:
-                    for data, lengths in cut_records(source, ctx.chunk_params):
-                        writer.write_chunks(data, lengths)
+                    for chunk in cut_records(source, ctx.chunk_params):
+                        writer.write_chunk(chunk)
                 else:
                     for data in iter(lambda: source.read(CHUNK), b""):
                         writer.write(data)
@@ -214,8 +214,8 @@ def put_blobs(ctx: RegistryContext, stream: Readable) -> list[dict[str, Any]]:
             try:
                 for sha256, _size, records in cut_files(source, ctx.chunk_params, min_bytes):
                     writers.append(FileWriter(packs, collect_names=hiding))
-                    for data, lengths in records:
-                        writers[-1].write_chunks(data, lengths)
+                    for chunk in records:
+                        writers[-1].write_chunk(chunk)
                     sent.append((sha256, writers[-1].close_later()))
             except BODY_CUT_SHORT:
                 # The files before are closed: their last chunks are placed once these are

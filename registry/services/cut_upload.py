@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from registry.carton.streams import MiB, PieceReader, Readable
+from registry.carton.streams import PieceReader, Readable
 from registry.chunking import ChunkParams
 from registry.errors import InvalidBody
 
@@ -31,24 +31,22 @@ CUT_FILES_TYPE = "application/vnd.carton.cut-files"
 bytes, its size as 8 big-endian bytes) and its chunks as a cut upload's records: one
 lease, one pack session and one index transaction for all of them, where one request
 each paid those per file and left the wire idle while each small file was finished."""
-GROUP_BYTES = MiB
-"""Chunk bytes joined into one piece for the pack session's chunking thread (the
-records' headers left out): the size of the pieces a plain upload hands it."""
 _LENGTH = struct.Struct(">I")
 _FILE_HEADER = struct.Struct(">32sQ")
 
 
 def cut_records(
     body: Readable | PieceReader, params: ChunkParams, size: int | None = None
-) -> Iterator[tuple[bytes, list[int]]]:
-    """(bytes, lengths) of whole chunks, about ``GROUP_BYTES`` at a time, in file order,
-    until the body ends (or, given ``size``, once the chunks hold that many bytes: one
-    file of a ``cut_files`` body); ``InvalidBody`` (400) when a record is malformed, out
-    of bounds, cut short, or runs past ``size``."""
+) -> Iterator[bytes | memoryview]:
+    """The file's chunks one by one, in order, until the body ends (or, given ``size``,
+    once they hold that many bytes: one file of a ``cut_files`` body). A chunk is a view
+    into the piece received when it lies in one, joined only when it spans two: no copy
+    of every byte to take the records' lengths out (that was 0.18 CPU-s a GiB on the
+    thread that receives, as much as half of the FastCDC pass a cut upload saves).
+    ``InvalidBody`` (400) when a record is malformed, out of bounds, cut short, or runs
+    past ``size``."""
     pieces = body if isinstance(body, PieceReader) else PieceReader(body)
-    parts: list[bytes | memoryview] = []
-    lengths: list[int] = []
-    size_of_parts = done = 0
+    done = 0
     short = 0  # the length of the previous chunk if under min_size: it had to be the last
     while (size is None or done < size) and (head := pieces.take(_LENGTH.size)):
         if len(head) != _LENGTH.size:
@@ -67,22 +65,15 @@ def cut_records(
         if len(data) != length:
             raise InvalidBody("cut upload ends inside a chunk")
         short = length if length < params.min_size else 0
-        parts.append(data)
-        lengths.append(length)
-        size_of_parts += length
         done += length
-        if size_of_parts >= GROUP_BYTES:
-            yield b"".join(parts), lengths
-            parts, lengths, size_of_parts = [], [], 0
+        yield data
     if size is not None and done < size:
         raise InvalidBody(f"cut upload ends after {done} of a file's {size} bytes")
-    if parts:
-        yield b"".join(parts), lengths
 
 
 def cut_files(
     body: Readable, params: ChunkParams, min_bytes: int
-) -> Iterator[tuple[str, int, Iterator[tuple[bytes, list[int]]]]]:
+) -> Iterator[tuple[str, int, Iterator[bytes | memoryview]]]:
     """(sha256, size, its chunks as ``cut_records`` gives them) of each file of a
     ``CUT_FILES_TYPE`` body, in order; a file's chunks are to be read before the next file
     is asked for. ``InvalidBody`` (400) for an empty body, a header cut short, a file of at

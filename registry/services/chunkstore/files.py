@@ -24,8 +24,9 @@ joins 1 MiB at a time). Up to ``PIECES_IN_FLIGHT`` hand-offs and one being gathe
 held at once."""
 PIECES_IN_FLIGHT = 2
 
-_Piece = tuple[bytes, list[int] | None]
-"""Bytes written, with the sender's cuts of them (``write_chunks``) or None (``write``)."""
+_Piece = tuple[bytes | memoryview, bool]
+"""Bytes written, and whether they are one chunk the sender cut (``write_chunk``) or to be
+cut here (``write``)."""
 
 
 class FileWriter:
@@ -54,11 +55,11 @@ class FileWriter:
         self._sha = hashlib.sha256()
         self._crc: int | None = 0 if crc else None
         self.size = 0
-        # Pieces written, each with the sender's cuts (``write_chunks``) or None: ``_small``
-        # until the file proves larger than the threshold, then ``_pending`` per hand-off.
+        # Pieces written, each a sender's chunk (``write_chunk``) or not: ``_small`` until
+        # the file proves larger than the threshold, then ``_pending`` per hand-off.
         self._small: list[_Piece] | None = []
         self._chunker: Chunker | None = None
-        self._given: bool | None = None  # cut by the sender (``write_chunks``), or here
+        self._given: bool | None = None  # cut by the sender (``write_chunk``), or here
         self._pending: list[_Piece] = []
         self._pending_bytes = 0
         self._inflight: collections.deque[Future[None]] = collections.deque()
@@ -70,27 +71,26 @@ class FileWriter:
 
     def write(self, data: bytes) -> None:
         if data:
-            self._accept(bytes(data), None)
+            self._accept(bytes(data), False)
 
-    def write_chunks(self, data: bytes, lengths: list[int]) -> None:
-        """Whole chunks the sender cut (a cut upload, ``services.cut_upload``): ``data``
-        their bytes, ``lengths`` their sizes in order. Hashed and named as ``write``'s
-        bytes are, not cut again (no FastCDC on the chunking thread)."""
-        if data:
-            self._accept(data, lengths)
+    def write_chunk(self, chunk: bytes | memoryview) -> None:
+        """The next whole chunk the sender cut (a cut upload, ``services.cut_upload``), as
+        received: hashed and named as ``write``'s bytes are, not cut again (no FastCDC on
+        the chunking thread), and not copied into larger pieces first."""
+        if chunk:
+            self._accept(chunk, True)
 
-    def _accept(self, data: bytes, lengths: list[int] | None) -> None:
-        """``data`` hashed here and queued for the chunking thread, with the sender's cuts
-        (``lengths``) or to be cut there (None)."""
-        given = lengths is not None
-        assert self._given in (None, given), "a writer takes write() or write_chunks(), not both"
+    def _accept(self, data: bytes | memoryview, given: bool) -> None:
+        """``data`` hashed here and queued for the chunking thread: one chunk the sender cut
+        (``given``), or bytes to cut there."""
+        assert self._given in (None, given), "a writer takes write() or write_chunk(), not both"
         self._given = given
         if self._crc is not None:
             self._crc = crc32(data, self._crc)
         self._sha.update(data)
         self.size += len(data)
         if self._small is not None:
-            self._small.append((data, lengths))
+            self._small.append((data, given))
             if self.size <= self._threshold:
                 return
             self._pending, self._small = self._small, None
@@ -98,7 +98,7 @@ class FileWriter:
             if not given:
                 self._chunker = Chunker(self._session.params)
         else:
-            self._pending.append((data, lengths))
+            self._pending.append((data, given))
             self._pending_bytes += len(data)
         if self._pending_bytes >= HANDOFF_BYTES:
             self._hand_off()
@@ -119,14 +119,8 @@ class FileWriter:
             self._take(chunker.feed(piece))
 
     def _cut_given(self, pieces: list[_Piece]) -> None:
-        """On the chunking thread: pieces of whole chunks sliced where the sender cut them."""
-        for piece, lengths in pieces:
-            assert lengths is not None
-            view, at, chunks = memoryview(piece), 0, []
-            for length in lengths:
-                chunks.append(view[at : at + length])
-                at += length
-            self._take(chunks)
+        """On the chunking thread: the sender's chunks, each named as it is."""
+        self._take([memoryview(piece) for piece, _ in pieces])
 
     def _take(self, chunks: list[memoryview]) -> None:
         if chunks:
