@@ -151,6 +151,16 @@ def test_an_interrupted_push_run_again_sends_only_the_rest(
     assert first_up + up <= len(weights) + 2 * SLACK
 
 
+def gone_after(limit: int, pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """An upload's body whose connection goes away once ``limit`` bytes are sent."""
+    sent = 0
+    for piece in pieces:
+        yield piece
+        sent += len(piece)
+        if sent >= limit:
+            raise ClientError("the network went away")
+
+
 def test_an_interrupted_whole_upload_run_again_sends_only_the_rest(
     cli, live_server, proxy, tmp_path, monkeypatch
 ):
@@ -161,15 +171,7 @@ def test_an_interrupted_whole_upload_run_again_sends_only_the_rest(
     real = RegistryClient.put_blob
 
     def cut_short(self, sha, pieces, size, *how):  # type: ignore[no-untyped-def]
-        def some() -> Iterator[bytes]:
-            sent = 0
-            for piece in pieces:
-                yield piece
-                sent += len(piece)
-                if sent >= 24 * MiB:
-                    raise ClientError("the network went away")
-
-        return real(self, sha, some(), size, *how)
+        return real(self, sha, gone_after(24 * MiB, pieces), size, *how)
 
     monkeypatch.setattr(RegistryClient, "put_blob", cut_short)
     proxy.reset()
@@ -204,15 +206,7 @@ def test_an_interrupted_upload_of_several_files_run_again_sends_only_the_rest(
     real = RegistryClient.put_blobs
 
     def cut_short(self, pieces, size, *how):  # type: ignore[no-untyped-def]
-        def some() -> Iterator[bytes]:
-            sent = 0
-            for piece in pieces:
-                yield piece
-                sent += len(piece)
-                if sent >= 12 * MiB:
-                    raise ClientError("the network went away")
-
-        return real(self, some(), size, *how)
+        return real(self, gone_after(12 * MiB, pieces), size, *how)
 
     monkeypatch.setattr(RegistryClient, "put_blobs", cut_short)
     run = cli("push", str(path), "--url", proxy.url)
@@ -581,17 +575,22 @@ def test_the_chunk_cache_stays_under_its_cap(cli, live_server, proxy, tmp_path, 
     assert 0 < kept <= 2 * MiB
 
 
-def one_file_a_request(monkeypatch) -> None:
-    """The registry's terms without ``cut_files_type``: each fresh file goes in a request
-    of its own (as to a registry that predates uploads of several files)."""
+def terms_without(monkeypatch, key: str) -> None:
+    """The registry's chunking terms without ``key``, as a registry that predates it
+    announces them."""
     real = RegistryClient.chunking
 
     def older(self):  # type: ignore[no-untyped-def]
         body = dict(real(self))
-        del body["cut_files_type"]
+        del body[key]
         return body
 
     monkeypatch.setattr(RegistryClient, "chunking", older)
+
+
+def one_file_a_request(monkeypatch) -> None:
+    """Each fresh file in a request of its own: no ``cut_files_type`` in the terms."""
+    terms_without(monkeypatch, "cut_files_type")
 
 
 def test_fresh_files_go_whole_one_body_on_the_wire_while_the_last_one_is_finished(
@@ -926,14 +925,7 @@ def test_a_file_over_the_cut_ahead_size_is_cut_as_it_is_sent(
 def test_files_go_as_they_are_to_a_registry_without_cut_uploads(
     cli, live_server, tmp_path, monkeypatch
 ):
-    real = RegistryClient.chunking
-
-    def older(self):  # type: ignore[no-untyped-def]
-        body = dict(real(self))
-        del body["cut_upload_type"]
-        return body
-
-    monkeypatch.setattr(RegistryClient, "chunking", older)
+    terms_without(monkeypatch, "cut_upload_type")
     seen = _content_types(monkeypatch)
     weights = randbytes(72, 6 * MiB)
     run = cli("push", str(carton(tmp_path, "plain", weights)), "--url", live_server.url)
