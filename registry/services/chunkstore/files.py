@@ -24,9 +24,9 @@ joins 1 MiB at a time). Up to ``PIECES_IN_FLIGHT`` hand-offs and one being gathe
 held at once."""
 PIECES_IN_FLIGHT = 2
 
-_Piece = tuple[bytes | memoryview, bool]
-"""Bytes written, and whether they are one chunk the sender cut (``write_chunk``) or to be
-cut here (``write``)."""
+_Piece = bytes | memoryview
+"""Bytes written: one chunk the sender cut (``write_chunk``), or bytes to cut here
+(``write``); a writer takes only one kind (``_given``)."""
 
 
 class FileWriter:
@@ -55,8 +55,8 @@ class FileWriter:
         self._sha = hashlib.sha256()
         self._crc: int | None = 0 if crc else None
         self.size = 0
-        # Pieces written, each a sender's chunk (``write_chunk``) or not: ``_small`` until
-        # the file proves larger than the threshold, then ``_pending`` per hand-off.
+        # Pieces written: ``_small`` until the file proves larger than the threshold, then
+        # ``_pending`` per hand-off.
         self._small: list[_Piece] | None = []
         self._chunker: Chunker | None = None
         self._given: bool | None = None  # cut by the sender (``write_chunk``), or here
@@ -90,7 +90,7 @@ class FileWriter:
         self._sha.update(data)
         self.size += len(data)
         if self._small is not None:
-            self._small.append((data, given))
+            self._small.append(data)
             if self.size <= self._threshold:
                 return
             self._pending, self._small = self._small, None
@@ -98,7 +98,7 @@ class FileWriter:
             if not given:
                 self._chunker = Chunker(self._session.params)
         else:
-            self._pending.append((data, given))
+            self._pending.append(data)
             self._pending_bytes += len(data)
         if self._pending_bytes >= HANDOFF_BYTES:
             self._hand_off()
@@ -115,12 +115,12 @@ class FileWriter:
         """On the chunking thread: the pieces joined there, once, and cut (``Chunker``)."""
         chunker = self._chunker
         assert chunker is not None
-        for piece, _ in pieces:
+        for piece in pieces:
             self._take(chunker.feed(piece))
 
     def _cut_given(self, pieces: list[_Piece]) -> None:
         """On the chunking thread: the sender's chunks, each named as it is."""
-        self._take([memoryview(piece) for piece, _ in pieces])
+        self._take([memoryview(piece) for piece in pieces])
 
     def _take(self, chunks: list[memoryview]) -> None:
         if chunks:
@@ -188,7 +188,7 @@ class FileWriter:
         done: Future[FileLayout] = Future()
         sha256 = self._sha.hexdigest()  # every byte was written: on this thread
         if self._small is not None:
-            whole = b"".join(data for data, _ in self._small)
+            whole = b"".join(self._small)
             self._session.stage_whole(sha256, whole)
             done.set_result(FileLayout(sha256, self.size, crc, None))
             return done
