@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select
@@ -110,56 +111,111 @@ def _keep_cut(ctx: RegistryContext, packs: PackSession, writers: list[FileWriter
 def put_blob(
     ctx: RegistryContext, sha256: str, stream: Readable, *, cut: bool = False
 ) -> dict[str, Any]:
-    """Store one blob (chunked when large), verified against its name, then its row.
+    """Store one blob (chunked when large), verified against its name, then its row
+    (``_store_files``).
 
     ``cut``: the body is the file as the chunks its sender cut (``services.cut_upload``).
+    """
+    require_sha256(sha256, "sha256")
+    source = _Limited(stream, ctx.settings.max_upload_bytes)
+
+    if cut:
+        write = partial(_write_chunks, cut_records(source, ctx.chunk_params))
+    else:
+        write = partial(_write_bytes, source)
+    return _store_files(ctx, [(sha256, write)])[0]
+
+
+def put_blobs(ctx: RegistryContext, stream: Readable) -> list[dict[str, Any]]:
+    """Store the files of a ``CUT_FILES_TYPE`` body (``services.cut_upload.cut_files``),
+    each verified against its name, all in one lease, pack session and transaction
+    (``_store_files``); the answers in the body's order, as ``put_blob`` gives them."""
+    source = _Limited(stream, ctx.settings.max_upload_bytes)
+    files = cut_files(source, ctx.chunk_params, ctx.settings.chunk_min_file_bytes)
+    return _store_files(
+        ctx, ((sha256, partial(_write_chunks, chunks)) for sha256, _, chunks in files)
+    )
+
+
+def _write_bytes(source: Readable, writer: FileWriter) -> None:
+    """A plain upload's bytes into the file's writer, which cuts them."""
+    for data in iter(lambda: source.read(CHUNK), b""):
+        writer.write(data)
+
+
+def _write_chunks(chunks: Iterable[bytes | memoryview], writer: FileWriter) -> None:
+    """A cut upload's chunks (``cut_records``) into the file's writer, each as received."""
+    for chunk in chunks:
+        writer.write_chunk(chunk)
+
+
+def _store_files(
+    ctx: RegistryContext, files: Iterable[tuple[str, Callable[[FileWriter], None]]]
+) -> list[dict[str, Any]]:
+    """Each of ``files`` (its sha256, and what writes its bytes into a ``FileWriter``, in
+    turn: a file's last chunks are placed while the next one arrives), verified against
+    its name, then all their rows in one transaction; one answer each (``_uploaded``).
+
+    One lease and one pack session for all. Any file that is not what it says, or any
+    malformed record, rejects the request: no file of it is indexed. A body cut short
+    keeps the whole chunks of every file so far (``_keep_cut``).
 
     A blob recorded as damaged is healed: its object replaced (``wholedamage``), or, when
     its bytes now go into chunks, its row moved onto them; ``bytes_healed`` says so.
 
-    The row makes it visible to dedup queries; unreferenced, it is collected by GC
-    after the grace period. Leased like a push, and indexed only while the lease
+    The rows make the files visible to dedup queries; unreferenced, they are collected by
+    GC after the grace period. Leased like a push, and indexed only while the lease
     proves GC took nothing.
     """
-    require_sha256(sha256, "sha256")
     with ctx.sessions() as session:
         hiding = restricted(session)
-        hidden_before = hiding and sha256 not in usable_blobs(ctx, session, [sha256])
-    source = _Limited(stream, ctx.settings.max_upload_bytes)
     with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
         packs = PackSession(ctx, lease)
         kept = False
         try:
-            writer = FileWriter(packs, collect_names=hiding)
+            sent: list[tuple[str, Future[FileLayout]]] = []
+            writers: list[FileWriter] = []
             try:
-                if cut:
-                    for chunk in cut_records(source, ctx.chunk_params):
-                        writer.write_chunk(chunk)
-                else:
-                    for data in iter(lambda: source.read(CHUNK), b""):
-                        writer.write(data)
+                for sha256, write in files:
+                    writers.append(FileWriter(packs, collect_names=hiding))
+                    write(writers[-1])
+                    sent.append((sha256, writers[-1].close_later()))
             except BODY_CUT_SHORT:
-                kept = _keep_cut(ctx, packs, [writer])
+                # The files before are closed: their last chunks are placed once these are
+                # done (finishing the session drops the tasks its threads have not started).
+                wait([done for _, done in sent])
+                if writers:
+                    kept = _keep_cut(ctx, packs, writers)
                 raise
-            layout = writer.close()
-            if layout.sha256 != sha256:
-                raise BlobDigestMismatch(sha256, layout.sha256, layout.size)
+            layouts = [(sha256, done.result()) for sha256, done in sent]
+            for sha256, layout in layouts:
+                if layout.sha256 != sha256:
+                    raise BlobDigestMismatch(sha256, layout.sha256, layout.size)
             packs.finish()
+            shas = list(dict.fromkeys(sha256 for sha256, _ in layouts))
             with ctx.transaction() as session:
                 lease.fence(session)
+                # Stored already for someone else: new to this caller, as it knows.
+                hidden = set(shas) - usable_blobs(ctx, session, shas) if hiding else set()
                 ids = packs.pack_ids(session)  # forgets a damaged whole object it replaced
                 # A damaged whole object of a file now chunked: the row takes the chunks
                 # (record_files forgets the object's damage).
-                rechunked = layout.chunked and bool(damaged_blobs(session, [sha256]))
-                new = record_files(session, [layout], ids, replace=[sha256] if rechunked else ())
+                damaged = set(damaged_blobs(session, shas))
+                rechunked = {sha for sha, lay in layouts if lay.chunked and sha in damaged}
+                new = record_files(session, [lay for _, lay in layouts], ids, replace=rechunked)
                 lease.release(session)
         except BaseException:
             if not kept:
                 packs.discard()
             raise
     ctx.caches.index_changed()
-    record_uploads(ctx, [sha256])
-    return _uploaded(layout, new, packs, rechunked, hidden_before, packs.healed_bytes)
+    record_uploads(ctx, shas)
+    # The session's chunks written in place of damaged copies are counted once, in the
+    # first answer: a chunk healed may be shared by several of the files.
+    return [
+        _uploaded(layout, new, packs, sha in rechunked, sha in hidden, packs.healed_bytes * (not i))
+        for i, (sha, layout) in enumerate(layouts)
+    ]
 
 
 def _uploaded(
@@ -189,64 +245,3 @@ def _uploaded(
         "bytes_stored": stored,
         "bytes_healed": healed,
     }
-
-
-def put_blobs(ctx: RegistryContext, stream: Readable) -> list[dict[str, Any]]:
-    """Store the files of a ``CUT_FILES_TYPE`` body (``services.cut_upload.cut_files``),
-    each verified against its name, then all their rows in one transaction; the answers
-    in the body's order, as ``put_blob`` gives them.
-
-    One lease and one pack session for all: a file's last chunks are placed while the
-    next one arrives, and its pack is not sealed alone. Any file that is not what it
-    says, or any malformed record, rejects the request: no file of it is indexed. A body
-    cut short keeps the whole chunks of every file so far, as ``put_blob`` does.
-    """
-    with ctx.sessions() as session:
-        hiding = restricted(session)
-    source = _Limited(stream, ctx.settings.max_upload_bytes)
-    min_bytes = ctx.settings.chunk_min_file_bytes
-    with Lease(ctx.sessions, ctx.settings.lease_timeout) as lease:
-        packs = PackSession(ctx, lease)
-        kept = False
-        try:
-            sent: list[tuple[str, Future[FileLayout]]] = []
-            writers: list[FileWriter] = []
-            try:
-                for sha256, _size, records in cut_files(source, ctx.chunk_params, min_bytes):
-                    writers.append(FileWriter(packs, collect_names=hiding))
-                    for chunk in records:
-                        writers[-1].write_chunk(chunk)
-                    sent.append((sha256, writers[-1].close_later()))
-            except BODY_CUT_SHORT:
-                # The files before are closed: their last chunks are placed once these are
-                # done (finishing the session drops the tasks its threads have not started).
-                wait([done for _, done in sent])
-                if writers:
-                    kept = _keep_cut(ctx, packs, writers)
-                raise
-            layouts = [(sha256, done.result()) for sha256, done in sent]
-            for sha256, layout in layouts:
-                if layout.sha256 != sha256:
-                    raise BlobDigestMismatch(sha256, layout.sha256, layout.size)
-            packs.finish()
-            shas = list(dict.fromkeys(sha256 for sha256, _ in layouts))
-            with ctx.transaction() as session:
-                lease.fence(session)
-                hidden = set(shas) - usable_blobs(ctx, session, shas) if hiding else set()
-                ids = packs.pack_ids(session)
-                damaged = set(damaged_blobs(session, shas))
-                rechunked = {sha for sha, lay in layouts if lay.chunked and sha in damaged}
-                new = record_files(session, [lay for _, lay in layouts], ids, replace=rechunked)
-                lease.release(session)
-        except BaseException:
-            if not kept:
-                packs.discard()
-            raise
-    ctx.caches.index_changed()
-    record_uploads(ctx, shas)
-    # The session's chunks written in place of damaged copies are counted once, in the
-    # first answer: a chunk healed may be shared by several of the files.
-    return [
-        _uploaded(layout, new, packs, sha in rechunked, sha in hidden, packs.healed_bytes * (not i))
-        for i, (sha, layout) in enumerate(layouts)
-    ]
