@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,6 +105,18 @@ def _writer_lock(engine: Engine) -> threading.Lock | None:
     key = str(Path(database).resolve())
     with _writer_locks_guard:
         return _writer_locks.setdefault(key, threading.Lock())
+
+
+def _forget_writer_locks() -> None:
+    """In a forked child: its parent's other threads are gone, and a queue one of them
+    held would never be released."""
+    global _writer_locks_guard
+    _writer_locks.clear()
+    _writer_locks_guard = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_writer_locks)
 
 
 @contextmanager

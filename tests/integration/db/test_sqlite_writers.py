@@ -4,6 +4,7 @@ it ends; the queue never turns into a lock SQLite would not have."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 
@@ -130,3 +131,20 @@ def test_one_queue_per_sqlite_file_and_none_elsewhere(tmp_path, monkeypatch) -> 
     assert db_engine._writer_lock(create_engine("sqlite://")) is None  # in memory
     postgres = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
     assert db_engine._writer_lock(postgres) is None  # Postgres has row locks; never connected
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+def test_a_forked_child_does_not_inherit_a_held_queue(sqlite_engine) -> None:
+    """A server forking its workers while a thread writes: the child starts unqueued."""
+    lock = db_engine._writer_lock(sqlite_engine)
+    assert lock is not None
+    assert lock.acquire(timeout=WAIT)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exit at once, reporting what it sees
+            child = db_engine._writer_lock(sqlite_engine)
+            os._exit(0 if child is not None and child is not lock and not child.locked() else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        lock.release()
+    assert os.waitstatus_to_exitcode(status) == 0
