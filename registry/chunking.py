@@ -1,4 +1,5 @@
-"""Content-defined chunking: where a file is cut, and what each chunk is called.
+"""Content-defined chunking: where a file is cut, what each chunk is called, and how chunks
+are framed on the wire (uploads of chunks and of cut files).
 
 Pure (no I/O, no database, nothing else of ours): the registry and the client
 import it at the top and cut files the same way, so the chunk parameters travel
@@ -12,6 +13,7 @@ its identity everywhere.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,6 +31,14 @@ KiB = 1024
 MiB = 1024 * KiB
 
 CHUNK_HASH = "blake3"
+
+# How chunks travel (docs/chunk-transfer.md), for the registry and the client alike.
+CHUNK_RECORD = struct.Struct(">32sI")
+"""A chunk upload's record: the chunk's BLAKE3 digest and length, then its bytes."""
+CUT_RECORD = struct.Struct(">I")
+"""A cut upload's record: the chunk's length, then its bytes (named where it arrives)."""
+CUT_FILE_HEADER = struct.Struct(">32sQ")
+"""A file of a cut upload of several files: its sha256 and size, then its cut records."""
 
 
 @dataclass(frozen=True)

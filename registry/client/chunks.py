@@ -24,7 +24,6 @@ is hashed here to say what it holds instead, as a local check would have.
 from __future__ import annotations
 
 import hashlib
-import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,7 +31,7 @@ from dataclasses import dataclass
 
 from registry.carton.digests import mismatch_message
 from registry.carton.streams import MiB, Readable, read_full
-from registry.chunking import Chunker, ChunkParams, chunk_hash
+from registry.chunking import CHUNK_RECORD, Chunker, ChunkParams, chunk_hash
 from registry.client.transport import ClientError, Progress, RegistryClient, Tally
 
 UPLOAD_WORKERS = 4
@@ -45,7 +44,6 @@ ASSEMBLE_ROUNDS = 2
 """Rounds of re-sending chunks that GC took before assembling gives up (and the push
 sends the whole carton instead)."""
 RECORDS_PART = MiB
-_RECORD = struct.Struct(">32sI")
 
 Chunk = tuple[str, bytes | memoryview]
 """A chunk's BLAKE3 name and its bytes."""
@@ -162,8 +160,8 @@ def records(chunks: list[Chunk]) -> Iterator[bytes]:
     parts: list[bytes | memoryview] = []
     size = 0
     for name, data in chunks:
-        parts += (_RECORD.pack(bytes.fromhex(name), len(data)), data)
-        size += _RECORD.size + len(data)
+        parts += (CHUNK_RECORD.pack(bytes.fromhex(name), len(data)), data)
+        size += CHUNK_RECORD.size + len(data)
         if size >= RECORDS_PART:
             yield b"".join(parts)
             parts, size = [], 0
@@ -172,7 +170,7 @@ def records(chunks: list[Chunk]) -> Iterator[bytes]:
 
 
 def records_size(chunks: list[Chunk]) -> int:
-    return sum(_RECORD.size + len(data) for _, data in chunks)
+    return sum(CHUNK_RECORD.size + len(data) for _, data in chunks)
 
 
 PROBE_WINDOWS = 4

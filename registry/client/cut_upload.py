@@ -15,19 +15,16 @@ goes plain."""
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Iterator
 
 from registry.carton.streams import MiB
-from registry.chunking import ChunkParams
+from registry.chunking import CUT_FILE_HEADER, CUT_RECORD, ChunkParams
 from registry.client.transport import Progress
 
 CUT_AHEAD_BYTES = 256 * MiB
 """The largest member cut whole before its upload starts (about 0.1 s of FastCDC here)."""
 RECORDS_PART = MiB
 """Bytes of chunks per part handed to the connection: few sends, one copy of each byte."""
-_LENGTH = struct.Struct(">I")
-_FILE_HEADER = struct.Struct(">32sQ")
 
 
 def cut_lengths(params: ChunkParams, view: memoryview, *, ahead: bool = True) -> Iterable[int]:
@@ -43,7 +40,7 @@ def body_size(lengths: Iterable[int]) -> int | None:
     cut is done."""
     if not isinstance(lengths, list):
         return None
-    return sum(lengths) + _LENGTH.size * len(lengths)
+    return sum(lengths) + CUT_RECORD.size * len(lengths)
 
 
 def cut_body(
@@ -54,7 +51,7 @@ def cut_body(
     parts: list[bytes | memoryview] = []
     at = size = 0
     for length in lengths:
-        parts += (_LENGTH.pack(length), view[at : at + length])
+        parts += (CUT_RECORD.pack(length), view[at : at + length])
         at += length
         size += length
         if size >= RECORDS_PART or at == len(view):
@@ -67,7 +64,8 @@ def cut_body(
 def files_size(files: list[tuple[str, memoryview, list[int]]]) -> int:
     """Bytes of the body of several files (``files_body``)."""
     return sum(
-        _FILE_HEADER.size + len(view) + _LENGTH.size * len(lengths) for _, view, lengths in files
+        CUT_FILE_HEADER.size + len(view) + CUT_RECORD.size * len(lengths)
+        for _, view, lengths in files
     )
 
 
@@ -77,5 +75,5 @@ def files_body(
     """The body of a cut upload of several files (the registry's ``CUT_FILES_TYPE``):
     per file, its sha256 (32 bytes) and size (8 bytes), then its records (``cut_body``)."""
     for sha256, view, lengths in files:
-        yield _FILE_HEADER.pack(bytes.fromhex(sha256), len(view))
+        yield CUT_FILE_HEADER.pack(bytes.fromhex(sha256), len(view))
         yield from cut_body(view, lengths, progress)

@@ -18,7 +18,6 @@ what was wrong with the request, never sizes or digests of stored chunks.
 from __future__ import annotations
 
 import hashlib
-import struct
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from itertools import accumulate
@@ -28,7 +27,7 @@ from sqlalchemy import select
 
 from registry.carton.digests import is_sha256
 from registry.carton.streams import MiB, PieceReader, Readable, crc32
-from registry.chunking import chunk_hash
+from registry.chunking import CHUNK_RECORD, chunk_hash
 from registry.db.queries import in_list
 from registry.db.tables import Chunk, Pack
 from registry.errors import (
@@ -66,7 +65,6 @@ MAX_ASSEMBLE = 1_048_576
 the average), in a JSON body of about 70 MiB."""
 LOOKUP_WINDOW = 50_000
 """Chunk names looked up (and held as pack references) at a time while assembling."""
-_RECORD = struct.Struct(">32sI")
 
 
 def max_batch_records(ctx: RegistryContext) -> int:
@@ -76,7 +74,7 @@ def max_batch_records(ctx: RegistryContext) -> int:
 
 def max_upload_body(ctx: RegistryContext) -> int:
     """The largest upload body: the most chunk bytes and records, with their headers."""
-    return MAX_BATCH_BYTES + max_batch_records(ctx) * _RECORD.size
+    return MAX_BATCH_BYTES + max_batch_records(ctx) * CHUNK_RECORD.size
 
 
 def chunking(ctx: RegistryContext) -> dict[str, Any]:
@@ -133,12 +131,12 @@ def _records(body: Readable, max_chunk: int) -> Iterable[tuple[str, bytes | memo
     """(name, bytes) of each record of an upload body, each verified against its name."""
     pieces = PieceReader(body)
     while True:
-        head = pieces.take(_RECORD.size)
+        head = pieces.take(CHUNK_RECORD.size)
         if not head:
             return
-        if len(head) != _RECORD.size:
+        if len(head) != CHUNK_RECORD.size:
             raise InvalidBody("chunk upload ends inside a record header")
-        digest, length = _RECORD.unpack(head)
+        digest, length = CHUNK_RECORD.unpack(head)
         name = digest.hex()
         if not 0 < length <= max_chunk:
             raise InvalidBody(f"chunk {name} is {length} bytes; chunks are 1 to {max_chunk}")

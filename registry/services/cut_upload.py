@@ -18,11 +18,10 @@ FastCDC's cut of the same bytes could.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
 from registry.carton.streams import PieceReader, Readable
-from registry.chunking import ChunkParams
+from registry.chunking import CUT_FILE_HEADER, CUT_RECORD, ChunkParams
 from registry.errors import InvalidBody
 
 CUT_UPLOAD_TYPE = "application/vnd.carton.cut-file"
@@ -31,8 +30,6 @@ CUT_FILES_TYPE = "application/vnd.carton.cut-files"
 bytes, its size as 8 big-endian bytes) and its chunks as a cut upload's records: one
 lease, one pack session and one index transaction for all of them, where one request
 each paid those per file and left the wire idle while each small file was finished."""
-_LENGTH = struct.Struct(">I")
-_FILE_HEADER = struct.Struct(">32sQ")
 
 
 def cut_records(
@@ -48,15 +45,15 @@ def cut_records(
     pieces = body if isinstance(body, PieceReader) else PieceReader(body)
     done = 0
     short = 0  # the length of the previous chunk if under min_size: it had to be the last
-    while (size is None or done < size) and (head := pieces.take(_LENGTH.size)):
-        if len(head) != _LENGTH.size:
+    while (size is None or done < size) and (head := pieces.take(CUT_RECORD.size)):
+        if len(head) != CUT_RECORD.size:
             raise InvalidBody("cut upload ends inside a record's length")
         if short:
             raise InvalidBody(
                 f"a chunk of {short} bytes before the file's last; chunks before the last "
                 f"are {params.min_size} to {params.max_size} bytes"
             )
-        (length,) = _LENGTH.unpack(head)
+        (length,) = CUT_RECORD.unpack(head)
         if not 0 < length <= params.max_size:
             raise InvalidBody(f"a chunk of {length} bytes; chunks are 1 to {params.max_size}")
         if size is not None and done + length > size:
@@ -80,10 +77,10 @@ def cut_files(
     most ``min_bytes`` (those go whole, one request each) and what ``cut_records`` refuses."""
     pieces = PieceReader(body)
     files = 0
-    while head := pieces.take(_FILE_HEADER.size):
-        if len(head) != _FILE_HEADER.size:
+    while head := pieces.take(CUT_FILE_HEADER.size):
+        if len(head) != CUT_FILE_HEADER.size:
             raise InvalidBody("cut upload ends inside a file's header")
-        digest, size = _FILE_HEADER.unpack(head)
+        digest, size = CUT_FILE_HEADER.unpack(head)
         if size <= min_bytes:
             raise InvalidBody(
                 f"a file of {size} bytes; files of at most {min_bytes} bytes go one to a "
