@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+from functools import partial
 
 import pytest
 from sqlalchemy import func, select
@@ -39,6 +40,18 @@ def rows(ctx) -> tuple[int, int, int]:
         return tuple(  # type: ignore[return-value]
             session.scalar(select(func.count()).select_from(t)) for t in (Blob, Chunk, Pack)
         )
+
+
+def refused_storing_nothing(client, ctx, send, says: str, *shas: str) -> None:
+    """``send()`` is answered 400 saying ``says`` and stores nothing: the index's rows as
+    they were, and none of ``shas`` served."""
+    before = rows(ctx)
+    r = send()
+    assert r.status_code == 400, r.text
+    assert says in r.json()["error"]
+    assert rows(ctx) == before
+    for sha in shas:
+        assert client.head(f"/blobs/{sha}").status_code == 404
 
 
 def test_the_registry_announces_the_content_type(client):
@@ -116,12 +129,7 @@ def test_a_malformed_cut_upload_is_refused_and_stores_nothing(client, registry_c
     data = os.urandom(3 * MiB)
     sha = hashlib.sha256(data).hexdigest()
     body, says = _bodies(data)[case]
-    before = rows(registry_ctx)
-    r = put_cut(client, sha, body)
-    assert r.status_code == 400, r.text
-    assert says in r.json()["error"]
-    assert rows(registry_ctx) == before
-    assert client.head(f"/blobs/{sha}").status_code == 404
+    refused_storing_nothing(client, registry_ctx, partial(put_cut, client, sha, body), says, sha)
     names = [chunk_hash(c) for c in fastcdc(client, data)]
     assert client.post("/api/v1/chunks/missing", json={"chunks": names}).json()["missing"] == names
 
@@ -129,8 +137,5 @@ def test_a_malformed_cut_upload_is_refused_and_stores_nothing(client, registry_c
 def test_a_cut_upload_of_other_bytes_than_its_name_stores_nothing(client, registry_ctx):
     data = os.urandom(3 * MiB)
     wrong = hashlib.sha256(b"another file").hexdigest()
-    before = rows(registry_ctx)
-    r = put_cut(client, wrong, records(fastcdc(client, data)))
-    assert r.status_code == 400 and "digest mismatch" in r.json()["error"]
-    assert rows(registry_ctx) == before
-    assert client.head(f"/blobs/{wrong}").status_code == 404
+    send = partial(put_cut, client, wrong, records(fastcdc(client, data)))
+    refused_storing_nothing(client, registry_ctx, send, "digest mismatch", wrong)

@@ -677,6 +677,16 @@ def test_fresh_files_go_whole_one_body_on_the_wire_while_the_last_one_is_finishe
     assert most["pieces"] >= 4 and most["off_the_wire"] == 0
 
 
+def push_cut_off(cli, live_server, path: Path, files: dict[str, bytes]):
+    """Push a carton of ``files`` whose uploads fail with "the network went away" (patched
+    by the caller): the push says so, fails, and never commits the carton."""
+    write_big_carton(path, files)
+    run = cli("push", str(path), "--url", live_server.url)
+    assert run.code == 1 and "the network went away" in run.err
+    assert run.client.count("POST", "/api/v1/cartons") == 0
+    return run
+
+
 def test_a_failed_whole_upload_stops_the_push(cli, live_server, tmp_path, monkeypatch):
     one_file_a_request(monkeypatch)
     real = RegistryClient.put_blob
@@ -693,12 +703,8 @@ def test_a_failed_whole_upload_stops_the_push(cli, live_server, tmp_path, monkey
 
     monkeypatch.setattr(RegistryClient, "put_blob", second_fails)
     files = {f"model/part-{i}.bin": randbytes(50 + i, 2 * MiB) for i in range(6)}
-    path = tmp_path / "fails.carton"
-    write_big_carton(path, files)
-    run = cli("push", str(path), "--url", live_server.url)
-    assert run.code == 1 and "the network went away" in run.err
+    push_cut_off(cli, live_server, tmp_path / "fails.carton", files)
     assert calls["n"] <= 4  # the files after the failure are not sent
-    assert run.client.count("POST", "/api/v1/cartons") == 0
 
 
 def test_the_first_fresh_file_is_on_the_wire_while_the_others_are_probed(
@@ -799,11 +805,7 @@ def test_a_failed_upload_of_several_files_stops_the_push(cli, live_server, tmp_p
 
     monkeypatch.setattr(RegistryClient, "put_blobs", fails)
     files = {f"model/part-{i}.bin": randbytes(95 + i, 2 * MiB) for i in range(4)}
-    path = tmp_path / "fails-several.carton"
-    write_big_carton(path, files)
-    run = cli("push", str(path), "--url", live_server.url)
-    assert run.code == 1 and "the network went away" in run.err
-    assert run.client.count("POST", "/api/v1/cartons") == 0
+    push_cut_off(cli, live_server, tmp_path / "fails-several.carton", files)
 
 
 def test_a_file_sent_with_others_that_is_not_what_its_manifest_says_is_refused_in_local_words(
