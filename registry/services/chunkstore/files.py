@@ -32,17 +32,25 @@ _Piece = bytes | memoryview
 class FileWriter:
     """One file's bytes in, a ``FileLayout`` out (module doc).
 
-    The caller's thread computes the CRC-32 (unless the caller knows it) and the sha256
-    as the bytes arrive; cutting and naming run on the session's chunking thread, fed
+    The caller's thread computes the CRC-32 (unless the caller knows it) as the bytes
+    arrive; the sha256, cutting and naming run on the session's chunking thread, fed
     pieces of about ``HANDOFF_BYTES``, and placing on the session's placing thread, a
     batch at a time while the next is cut: hashlib, pyfastcdc, BLAKE3 and the database
-    drivers release the GIL, so a push keeps two cores busy. (Issue 27: the sha256 on the
-    chunking thread, beside the cutting, ran as fast on an AMD EPYC host, 2.23-2.31
-    against 2.27-2.38 s a GiB; on the Intel Xeon host of 2026-11-28 the chunking thread
-    bound the push and the sha256 on the caller's thread took the REST push of a fresh
-    GiB from 2.70 to 2.43 s and 3.01 to 2.72 s median, 6 and 8 alternated rounds. Two
-    naming threads beside the chunking one, a future per MiB of chunks, cost more in
-    hand-offs than they saved once placing had its own thread: 2.66 -> 2.52 s.)
+    drivers release the GIL, so a push keeps two cores busy. A file below the chunking
+    threshold is hashed whole on the caller's thread when it closes.
+
+    Where the sha256 runs has been measured three times (issue 27). On an AMD EPYC host,
+    on the chunking thread or the caller's ran alike (2.23-2.31 against 2.27-2.38 s a
+    GiB); on the Intel Xeon host of 2026-11-28 the chunking thread bound the push and the
+    caller's thread won (2.70 -> 2.43 s). On the AMD EPYC host of 2026-11-29 (AVX-512,
+    BLAKE3 twice as fast) the caller's thread, which since 2026-11-29 also reads a large
+    body from its socket (``registry.http.body_socket``), bound it, and the chunking
+    thread won: the REST push of a fresh GiB 3.10 -> 2.88 s median with the event loop
+    reading, 2.63 -> 2.57 s with the socket read directly, and 0.4-0.6 CPU-s a GiB less
+    in the server (6 alternated rounds each): fewer threads wait for the GIL at once. A
+    thread of its own for the sha256 ran no faster (2.83 against 2.79 s) and cost 0.3
+    CPU-s more. Two naming threads beside the chunking one, a future per MiB of chunks,
+    cost more in hand-offs than they saved once placing had its own thread.
     """
 
     def __init__(
@@ -81,13 +89,12 @@ class FileWriter:
             self._accept(chunk, True)
 
     def _accept(self, data: bytes | memoryview, given: bool) -> None:
-        """``data`` hashed here and queued for the chunking thread: one chunk the sender cut
-        (``given``), or bytes to cut there."""
+        """``data`` queued for the chunking thread (its CRC-32 taken here): one chunk the
+        sender cut (``given``), or bytes to cut there."""
         assert self._given in (None, given), "a writer takes write() or write_chunk(), not both"
         self._given = given
         if self._crc is not None:
             self._crc = crc32(data, self._crc)
-        self._sha.update(data)
         self.size += len(data)
         if self._small is not None:
             self._small.append(data)
@@ -112,14 +119,18 @@ class FileWriter:
         self._inflight.append(self._session.worker().submit(cut, pieces))
 
     def _cut(self, pieces: list[_Piece]) -> None:
-        """On the chunking thread: the pieces joined there, once, and cut (``Chunker``)."""
+        """On the chunking thread: the pieces hashed, joined there, once, and cut
+        (``Chunker``)."""
         chunker = self._chunker
         assert chunker is not None
         for piece in pieces:
+            self._sha.update(piece)
             self._take(chunker.feed(piece))
 
     def _cut_given(self, pieces: list[_Piece]) -> None:
-        """On the chunking thread: the sender's chunks, each named as it is."""
+        """On the chunking thread: the sender's chunks hashed, each named as it is."""
+        for piece in pieces:
+            self._sha.update(piece)
         self._take([memoryview(piece) for piece in pieces])
 
     def _take(self, chunks: list[memoryview]) -> None:
@@ -186,9 +197,9 @@ class FileWriter:
         crc = crc32 if crc32 is not None else self._crc
         assert crc is not None, "a FileWriter made with crc=False needs close(crc32=...)"
         done: Future[FileLayout] = Future()
-        sha256 = self._sha.hexdigest()  # every byte was written: on this thread
         if self._small is not None:
             whole = b"".join(self._small)
+            sha256 = hashlib.sha256(whole).hexdigest()
             self._session.stage_whole(sha256, whole)
             done.set_result(FileLayout(sha256, self.size, crc, None))
             return done
@@ -200,9 +211,10 @@ class FileWriter:
             for piece in inflight:
                 piece.result()  # done already (one thread, in order): its failure, if any
             self._finish_cutting()
-            _chain(self._session.placer().submit(settle), done)
+            sha256 = self._sha.hexdigest()  # every piece was hashed: on this thread
+            _chain(self._session.placer().submit(settle, sha256), done)
 
-        def settle() -> None:  # on the placing thread, after the file's last batch
+        def settle(sha256: str) -> None:  # on the placing thread, after the file's last batch
             if self._placing is not None:
                 self._placing.result()
             segments = self._segments.result()
