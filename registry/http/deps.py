@@ -16,6 +16,7 @@ from litestar.datastructures import State
 
 from registry.carton.streams import ReadStream
 from registry.errors import TruncatedUpload, UploadAbandoned, UploadStalled, UploadTooLarge
+from registry.http import body_socket
 from registry.http.pace import BodyLimits, PaceWatchdog
 from registry.services.context import RegistryContext
 
@@ -89,6 +90,10 @@ class StreamedBody(ReadStream):
     (``registry.http.pace``; the time the queue is full does not count) is
     ``UploadStalled``, and one whose client goes away is ``UploadAbandoned``; all surface
     in the consumer's next read, which then publishes nothing.
+
+    A body of ``DIRECT_BODY_MIN_BYTES`` or more, under the registry's own server, is read
+    by the consumer from the connection itself (``registry.http.body_socket``): the
+    event loop takes no part, and the limits are the same.
     """
 
     def __init__(
@@ -113,6 +118,7 @@ class StreamedBody(ReadStream):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._buf = b""
         self._at = 0
+        self._socket: body_socket.SocketBody | None = None
         self.received = 0
 
     def readable(self) -> bool:
@@ -120,7 +126,15 @@ class StreamedBody(ReadStream):
 
     @asynccontextmanager
     async def feeding(self) -> AsyncIterator[StreamedBody]:
-        """The body, fed from the event loop while the context is open."""
+        """The body, fed from the event loop (or read from its connection, class doc)
+        while the context is open."""
+        self._socket = self._taken_socket()
+        if self._socket is not None:
+            try:
+                yield self
+            finally:
+                self._socket.close()
+            return
         self._loop = asyncio.get_running_loop()
         task = self._loop.create_task(self._feed())
         try:
@@ -129,6 +143,21 @@ class StreamedBody(ReadStream):
             task.cancel()
             with anyio.CancelScope(shield=True), contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    def _taken_socket(self) -> body_socket.SocketBody | None:
+        declared = self._declared
+        if (
+            declared is None
+            or declared < body_socket.DIRECT_BODY_MIN_BYTES
+            or not body_socket.AVAILABLE
+            or "transfer-encoding" in self._request.headers
+        ):
+            return None
+        take = body_socket.body_taker(self._request.scope)
+        taken = take() if take is not None else None
+        if taken is None:
+            return None
+        return body_socket.SocketBody(taken, declared, self._limits)
 
     async def _feed(self) -> None:
         watchdog = PaceWatchdog(self._limits, self._declared)
@@ -176,6 +205,10 @@ class StreamedBody(ReadStream):
 
     def _next_piece(self) -> bool:
         """Wait for the next received piece; False at the end of the body."""
+        if self._socket is not None:
+            self._buf, self._at = self._socket.read(), 0
+            self.received = self._socket.received
+            return bool(self._buf)
         with self._ready:
             while not self._queue and not self._ended:
                 self._ready.wait()

@@ -33,6 +33,7 @@ from typing import Any
 import litestar.types
 
 from registry.http import metrics
+from registry.http.body_socket import TakenBody, body_taker, offer_body
 from registry.http.errors import CLIENT_CLOSED_REQUEST
 
 Scope = MutableMapping[str, Any]
@@ -133,6 +134,23 @@ class ObservedRequestMiddleware:
             elif message["type"] == "http.response.body":
                 facts[1] += len(message.get("body") or b"")
             await send(message)
+
+        def counting_body(size: int, whole: bool) -> None:  # a body read from its socket
+            facts[2] += size
+            if whole:
+                facts[4] = 1
+
+        take_body = body_taker(scope)
+        if take_body is not None:
+
+            def take_counted() -> TakenBody | None:
+                taken = take_body()
+                if taken is not None:
+                    taken.observers.append(counting_body)
+                return taken
+
+            scope = dict(scope)  # the app's copy: uvicorn's own stays as it was
+            offer_body(scope, take_counted)
 
         error: str | None = None
         try:

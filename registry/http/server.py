@@ -8,20 +8,24 @@ connection whose request line and headers are not complete within
 on a kept-alive connection). Stalled *bodies* are the request reader's business
 (``registry.http.deps.body_chunks``).
 
-The same class hands request bodies on without copying them (``on_body``), and
-``LargeReads`` has the event loop read a connection a MiB at a time (``RECEIVE_BUFFER_BYTES``).
+The same class hands request bodies on without copying them (``on_body``), and hands a
+large body's connection over to the request that reads it (``BODY_SOCKET``,
+``registry.http.body_socket``); ``LargeReads`` has the event loop read a connection a MiB
+at a time (``RECEIVE_BUFFER_BYTES``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import threading
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from registry.http.body_socket import TakenBody, offer_body
 from registry.settings import Settings
 
 
@@ -38,6 +42,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
+        self._body_taken = False
         if self.header_timeout is None:
             if HeaderTimeoutProtocol._from_env is None:
                 HeaderTimeoutProtocol._from_env = Settings.from_env().header_timeout
@@ -75,6 +80,44 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._disarm_header_timer()
         super().on_headers_complete()
+        cycle: Any = self.cycle  # this request's, unless it is an upgrade
+        if cycle is not None and cycle.scope is self.scope:
+            take = functools.partial(self._take_body, cycle)
+            offer_body(cast("dict[str, Any]", self.scope), take)
+
+    def _take_body(self, cycle: Any) -> TakenBody | None:
+        """The connection, for the request of ``cycle`` to read the rest of its body from
+        (``registry.http.body_socket``); None when its body is no longer the parser's to
+        read. On the event loop, before the request's first ``receive``."""
+        if (
+            cycle is not self.cycle
+            or self._body_taken
+            or not cycle.more_body
+            or cycle.response_complete
+            or cycle.disconnected
+            or self.transport.is_closing()
+        ):
+            return None
+        sock = self.transport.get_extra_info("socket")
+        try:
+            fd = os.dup(sock.fileno())
+        except (AttributeError, OSError, ValueError):
+            return None
+        if cycle.waiting_for_100_continue:  # as uvicorn's first receive would
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            cycle.waiting_for_100_continue = False
+        self.flow.pause_reading()
+        self._body_taken = True
+        head = bytes(cycle.body)
+        cycle.body = bytearray()
+        cycle.keep_alive = False  # the parser is left inside the body: no next request
+        return TakenBody(fd, head)
+
+    def data_received(self, data: bytes) -> None:
+        if self._body_taken:  # the body's bytes are the request's to read, never the parser's
+            self.flow.pause_reading()
+            return
+        super().data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_timer()

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import uvicorn
 
+from registry.http.body_socket import PIECE_BYTES, SocketBody, body_taker
+from registry.http.pace import BodyLimits
 from registry.http.server import RECEIVE_BUFFER_BYTES, LargeReads, server_options
 from registry.settings import Settings
 
@@ -25,10 +27,22 @@ OWN_READS = 256 * 1024  # the most either loop reads at once by itself (uvloop: 
 
 async def body_digest(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Answers each request with the sha256 of its body and its largest piece's size;
-    waits a little before each piece so that the client's bytes pile up in the socket."""
+    waits a little before each piece so that the client's bytes pile up in the socket.
+    With an ``X-Take-Body`` header, the body is taken from the connection and read in a
+    thread (``registry.http.body_socket``), as a large upload's is."""
     if scope["type"] != "http":
         return
     digest, largest, more = hashlib.sha256(), 0, True
+    take = body_taker(scope)
+    if take is not None and (b"x-take-body", b"1") in scope["headers"]:
+        length = int(dict(scope["headers"])[b"content-length"])
+        taken = take()
+        assert taken is not None
+        body = SocketBody(taken, length, BodyLimits(5.0, 0, 60.0, 0))
+        pieces = await asyncio.to_thread(lambda: list(iter(body.read, b"")))
+        for piece in pieces:
+            digest.update(piece)
+        largest, more = max(map(len, pieces)), False
     while more:
         await asyncio.sleep(0.002)
         message = await receive()
@@ -117,6 +131,26 @@ def test_a_large_body_arrives_whole_in_reads_larger_than_the_loops_own(server) -
     assert digest.decode() == hashlib.sha256(body).hexdigest()
     assert OWN_READS < int(largest) <= RECEIVE_BUFFER_BYTES
     assert [type(p) for p in protocols] == [LargeReads]
+
+
+def test_a_body_taken_from_its_connection_arrives_whole_and_the_connection_closes(
+    server,
+) -> None:
+    port, _ = server
+    body = os.urandom(16 * 1024 * 1024)
+    request = b"POST / HTTP/1.1\r\nHost: x\r\nX-Take-Body: 1\r\nContent-Length: %d\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        sender = threading.Thread(target=conn.sendall, args=(request % len(body) + body,))
+        sender.start()
+        received = b""
+        while chunk := conn.recv(65536):  # to the end: the server closes the connection
+            received += chunk
+        sender.join()
+    head, _, answer = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"connection: close" in head.lower(), head
+    digest, largest = answer.split()
+    assert digest.decode() == hashlib.sha256(body).hexdigest()
+    assert 0 < int(largest) <= PIECE_BYTES
 
 
 def test_requests_that_share_a_read_are_each_answered(server) -> None:
