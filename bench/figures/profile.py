@@ -31,9 +31,12 @@ SAMPLE_RATE = 100  # py-spy samples per second
 # streams (no spool): each member is hashed, cut, named and written as the body arrives.
 PHASES: list[tuple[str, str, tuple[str, ...]]] = [
     (
-        "sha256 of each file (chunkstore/files.py FileWriter.write, on the reading thread)",
+        # On the chunking thread since 2026-11-29 (FileWriter._cut), the reading thread's before.
+        "sha256 of each file (chunkstore/files.py FileWriter, on the chunking thread)",
         "leaf",
         (
+            "FileWriter._cut (registry/services/chunkstore/files.py",
+            "FileWriter._cut_given (registry/services/chunkstore/files.py",
             "FileWriter._accept (registry/services/chunkstore/files.py",
             "FileWriter.write (registry/services/chunkstore/files.py",
             "FileWriter.write_chunk (registry/services/chunkstore/files.py",
@@ -53,6 +56,12 @@ PHASES: list[tuple[str, str, tuple[str, ...]]] = [
         "waiting on another thread (futures, locks, queues)",
         "leaf",
         ("threading.py", "concurrent/futures", "queue.py"),
+    ),
+    (
+        # A body of 8 MiB or more is read from its socket by the ingest thread (2026-11-29).
+        "receive: the body read from its socket (registry/http/body_socket.py, deps.py)",
+        "leaf",
+        ("registry/http/body_socket.py", "registry/http/deps.py"),
     ),
     (
         "rest of ingest (registry/services, registry/carton)",

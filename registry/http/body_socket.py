@@ -50,11 +50,13 @@ BodyObserver = Callable[[int, bool], None]
 
 @dataclass
 class TakenBody:
-    """What the protocol hands over: a duplicate of the connection's descriptor, and the
-    body bytes it had parsed before (the request's headers came in the same read)."""
+    """What the protocol hands over: a duplicate of the connection's descriptor, the body
+    bytes it had parsed and not handed on (they came in the same read as the headers),
+    and how many it had handed on (``receive``) before."""
 
     fd: int
     head: bytes
+    handed_on: int = 0
     observers: list[BodyObserver] = field(default_factory=list)
 
 
@@ -85,11 +87,11 @@ class SocketBody:
         self._sock = socket.socket(fileno=taken.fd)
         self._head = taken.head
         self._observers = taken.observers
-        self._left = declared - len(taken.head)
-        self.received = len(taken.head)
+        self._left = declared - taken.handed_on - len(taken.head)
+        self.received = taken.handed_on + len(taken.head)
         now = time.monotonic()
         self._pace = BodyPace(limits, declared, now)
-        self._pace.heard(len(taken.head), now)
+        self._pace.heard(self.received, now)
         self._pace.pause(now)  # the client's clock runs while the thread waits for bytes
         self._wait_ms = 1000 * min(limits.tick, POLL_SECONDS)
         self._lowat = 1

@@ -43,6 +43,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
         self._body_taken = False
+        self._body_parsed = 0  # bytes of the current request's body the parser handed on
         if self.header_timeout is None:
             if HeaderTimeoutProtocol._from_env is None:
                 HeaderTimeoutProtocol._from_env = Settings.from_env().header_timeout
@@ -76,6 +77,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._arm_header_timer()
+        self._body_parsed = 0
 
     def on_headers_complete(self) -> None:
         self._disarm_header_timer()
@@ -111,7 +113,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         head = bytes(cycle.body)
         cycle.body = bytearray()
         cycle.keep_alive = False  # the parser is left inside the body: no next request
-        return TakenBody(fd, head)
+        return TakenBody(fd, head, self._body_parsed - len(head))
 
     def data_received(self, data: bytes) -> None:
         if self._body_taken:  # the body's bytes are the request's to read, never the parser's
@@ -131,6 +133,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         costs. ``receive`` passes a bytes buffer on as is (``bytes(b) is b``); pieces
         that arrive while one waits are uvicorn's to join, as before.
         """
+        self._body_parsed += len(body)
         cycle = self.cycle
         pending: bytes | bytearray = cycle.body  # bytes: a piece the line below handed on
         if pending or cycle.response_complete or self.parser.should_upgrade():

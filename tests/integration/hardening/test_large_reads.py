@@ -28,18 +28,22 @@ OWN_READS = 256 * 1024  # the most either loop reads at once by itself (uvloop: 
 async def body_digest(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Answers each request with the sha256 of its body and its largest piece's size;
     waits a little before each piece so that the client's bytes pile up in the socket.
-    With an ``X-Take-Body`` header, the body is taken from the connection and read in a
-    thread (``registry.http.body_socket``), as a large upload's is."""
+    With ``X-Take-Body: 1``, the body is taken from the connection and read in a thread
+    (``registry.http.body_socket``), as a large upload's is; with ``2``, after one piece
+    came through ``receive``."""
     if scope["type"] != "http":
         return
     digest, largest, more = hashlib.sha256(), 0, True
-    take = body_taker(scope)
-    if take is not None and (b"x-take-body", b"1") in scope["headers"]:
-        length = int(dict(scope["headers"])[b"content-length"])
+    take, headers = body_taker(scope), dict(scope["headers"])
+    if take is not None and headers.get(b"x-take-body") in (b"1", b"2"):
+        pieces = []
+        if headers[b"x-take-body"] == b"2":
+            pieces.append((await receive())["body"])
         taken = take()
         assert taken is not None
+        length = int(headers[b"content-length"])
         body = SocketBody(taken, length, BodyLimits(5.0, 0, 60.0, 0))
-        pieces = await asyncio.to_thread(lambda: list(iter(body.read, b"")))
+        pieces += await asyncio.to_thread(lambda: list(iter(body.read, b"")))
         for piece in pieces:
             digest.update(piece)
         largest, more = max(map(len, pieces)), False
@@ -133,12 +137,14 @@ def test_a_large_body_arrives_whole_in_reads_larger_than_the_loops_own(server) -
     assert [type(p) for p in protocols] == [LargeReads]
 
 
+@pytest.mark.parametrize("take", [b"1", b"2"], ids=["at-once", "after-a-receive"])
 def test_a_body_taken_from_its_connection_arrives_whole_and_the_connection_closes(
-    server,
+    server, take: bytes
 ) -> None:
     port, _ = server
     body = os.urandom(16 * 1024 * 1024)
-    request = b"POST / HTTP/1.1\r\nHost: x\r\nX-Take-Body: 1\r\nContent-Length: %d\r\n\r\n"
+    request = b"POST / HTTP/1.1\r\nHost: x\r\nX-Take-Body: " + take
+    request += b"\r\nContent-Length: %d\r\n\r\n"
     with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
         sender = threading.Thread(target=conn.sendall, args=(request % len(body) + body,))
         sender.start()
