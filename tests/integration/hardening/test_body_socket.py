@@ -16,6 +16,7 @@ import pytest
 from registry.db.tables import Blob, Carton, CartonFile, Model, Version
 from registry.http import body_socket
 from tests.helpers import make_carton, pushes_settled, row_counts
+from tests.integration.hardening.test_hostile_clients import answer_of
 from tests.integration.ops.test_observability import metric
 
 THRESHOLD = 64 * 1024  # bodies from here on are read from the socket (serve's: 8 MiB)
@@ -44,13 +45,7 @@ def request_head(length: int, *extra: str) -> bytes:
 
 def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     """One response (status, headers, body) read to the end of the connection."""
-    received = b""
-    try:
-        while chunk := sock.recv(65536):
-            received += chunk
-    except ConnectionResetError:
-        pass
-    head, _, body = received.partition(b"\r\n\r\n")
+    head, _, body = answer_of(sock).partition(b"\r\n\r\n")
     status_line, *lines = head.decode("latin-1").split("\r\n")
     headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
     return int(status_line.split()[1]), headers, body
