@@ -13,9 +13,9 @@ import time
 import httpx
 import pytest
 
-from registry.db.tables import Blob, Carton, CartonFile, Model, Version
 from registry.http import body_socket
-from tests.helpers import make_carton, pushes_settled, row_counts
+from tests.helpers import make_carton, pushes_settled
+from tests.integration.api.test_push import counts
 from tests.integration.hardening.test_hostile_clients import answer_of
 from tests.integration.ops.test_observability import metric
 
@@ -32,10 +32,6 @@ def large_carton(name: str = "direct") -> bytes:
     carton = make_carton({"w.bin": os.urandom(3 * 1024 * 1024)}, model_name=name, stored=True)
     assert len(carton) >= THRESHOLD
     return carton
-
-
-def counts(ctx) -> dict[str, int]:
-    return row_counts(ctx, Blob, Carton, CartonFile, Model, Version)
 
 
 def request_head(length: int, *extra: str) -> bytes:
