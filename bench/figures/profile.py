@@ -31,10 +31,12 @@ SAMPLE_RATE = 100  # py-spy samples per second
 # streams (no spool): each member is hashed, cut, named and written as the body arrives.
 PHASES: list[tuple[str, str, tuple[str, ...]]] = [
     (
-        # On the chunking thread since 2026-11-29 (FileWriter._cut), the reading thread's before.
-        "sha256 of each file (chunkstore/files.py FileWriter, on the chunking thread)",
+        # On a hashing thread of its own since 2026-11-29 (FileWriter._hash); on the chunking
+        # thread (FileWriter._cut) and before that the reading thread earlier.
+        "sha256 of each file (chunkstore/files.py FileWriter, on its hashing thread)",
         "leaf",
         (
+            "FileWriter._hash (registry/services/chunkstore/files.py",
             "FileWriter._cut (registry/services/chunkstore/files.py",
             "FileWriter._cut_given (registry/services/chunkstore/files.py",
             "FileWriter._accept (registry/services/chunkstore/files.py",

@@ -19,9 +19,9 @@ Smaller batches cost time: 8 MiB ran 2.97-3.01 against 2.79-2.84 s a GiB with pl
 overlapping cutting (alternated); before that, 8 MiB batches and 2 MiB hand-offs peaked a
 pushing worker about 20 MiB lower (issue 27) but ran 143 against 170 MiB/s."""
 HANDOFF_BYTES = 4 * MiB
-"""Per hand-off to the chunking thread: one wake-up of each thread (the ``Chunker`` still
-joins 1 MiB at a time). Up to ``PIECES_IN_FLIGHT`` hand-offs and one being gathered are
-held at once."""
+"""Per hand-off to the hashing and chunking threads: one wake-up of each (the ``Chunker``
+still joins 1 MiB at a time). Up to ``PIECES_IN_FLIGHT`` hand-offs and one being gathered
+are held at once (both threads take the same pieces)."""
 PIECES_IN_FLIGHT = 2
 
 _Piece = bytes | memoryview
@@ -33,24 +33,24 @@ class FileWriter:
     """One file's bytes in, a ``FileLayout`` out (module doc).
 
     The caller's thread computes the CRC-32 (unless the caller knows it) as the bytes
-    arrive; the sha256, cutting and naming run on the session's chunking thread, fed
-    pieces of about ``HANDOFF_BYTES``, and placing on the session's placing thread, a
+    arrive; the session's hashing thread the sha256 and its chunking thread the cuts and
+    names, both fed the same pieces of about ``HANDOFF_BYTES``; its placing thread places a
     batch at a time while the next is cut: hashlib, pyfastcdc, BLAKE3 and the database
-    drivers release the GIL, so a push keeps two cores busy. A file below the chunking
+    drivers release the GIL, so a push keeps both cores busy. A file below the chunking
     threshold is hashed whole on the caller's thread when it closes.
 
-    Where the sha256 runs has been measured three times (issue 27). On an AMD EPYC host,
-    on the chunking thread or the caller's ran alike (2.23-2.31 against 2.27-2.38 s a
-    GiB); on the Intel Xeon host of 2026-11-28 the chunking thread bound the push and the
-    caller's thread won (2.70 -> 2.43 s). On the AMD EPYC host of 2026-11-29 (AVX-512,
-    BLAKE3 twice as fast) the caller's thread, which since 2026-11-29 also reads a large
-    body from its socket (``registry.http.body_socket``), bound it, and the chunking
-    thread won: the REST push of a fresh GiB 3.10 -> 2.88 s median with the event loop
-    reading, 2.63 -> 2.57 s with the socket read directly, and 0.4-0.6 CPU-s a GiB less
-    in the server (6 alternated rounds each): fewer threads wait for the GIL at once. A
-    thread of its own for the sha256 ran no faster (2.83 against 2.79 s) and cost 0.3
-    CPU-s more. Two naming threads beside the chunking one, a future per MiB of chunks,
-    cost more in hand-offs than they saved once placing had its own thread.
+    Where the sha256 runs has been measured on three hosts (issue 27). On the caller's
+    thread (which also reads a large body from its socket, ``registry.http.body_socket``,
+    and decompresses zstd members) or on the chunking thread, the push waited for
+    whichever thread had it on some host: the caller's won on an Intel Xeon (2.70 -> 2.43
+    s a GiB), the chunking thread on an AMD EPYC with AVX-512 (2.63 -> 2.57 s). On an
+    Intel Xeon with AVX-512 where sha256 runs at 1.1 GB/s (half the single-pass limit),
+    its own thread pushed a fresh GiB in 2.24-2.33 s against 2.52-2.55 s on the chunking
+    thread, with no more CPU (6 alternated rounds, twice); the caller's thread ran there
+    in 2.16-2.26 s, but it is the one that lost on the AMD host, and it decompresses. Its
+    own thread leaves no stage doing two of the three per-byte passes. Two naming threads
+    beside the chunking one, a future per MiB of chunks, cost more in hand-offs than they
+    saved once placing had its own thread.
     """
 
     def __init__(
@@ -70,7 +70,8 @@ class FileWriter:
         self._given: bool | None = None  # cut by the sender (``write_chunk``), or here
         self._pending: list[_Piece] = []
         self._pending_bytes = 0
-        self._inflight: collections.deque[Future[None]] = collections.deque()
+        self._inflight: collections.deque[Future[None]] = collections.deque()  # cutting
+        self._hashing: collections.deque[Future[None]] = collections.deque()
         self._named: list[tuple[str, memoryview]] = []  # cut, not yet handed to the placer
         self._batch_bytes = 0
         self._placing: Future[None] | None = None  # this file's last batch handed to the placer
@@ -113,24 +114,27 @@ class FileWriter:
     def _hand_off(self) -> None:
         pieces = self._pending
         self._pending, self._pending_bytes = [], 0
-        while len(self._inflight) >= PIECES_IN_FLIGHT:
-            self._inflight.popleft().result()
+        for inflight in (self._inflight, self._hashing):
+            while len(inflight) >= PIECES_IN_FLIGHT:
+                inflight.popleft().result()
         cut = self._cut_given if self._given else self._cut
+        self._hashing.append(self._session.hasher().submit(self._hash, pieces))
         self._inflight.append(self._session.worker().submit(cut, pieces))
 
+    def _hash(self, pieces: list[_Piece]) -> None:
+        """On the hashing thread: the file's sha256, the pieces in the order written."""
+        for piece in pieces:
+            self._sha.update(piece)
+
     def _cut(self, pieces: list[_Piece]) -> None:
-        """On the chunking thread: the pieces hashed, joined there, once, and cut
-        (``Chunker``)."""
+        """On the chunking thread: the pieces joined there, once, and cut (``Chunker``)."""
         chunker = self._chunker
         assert chunker is not None
         for piece in pieces:
-            self._sha.update(piece)
             self._take(chunker.feed(piece))
 
     def _cut_given(self, pieces: list[_Piece]) -> None:
-        """On the chunking thread: the sender's chunks hashed, each named as it is."""
-        for piece in pieces:
-            self._sha.update(piece)
+        """On the chunking thread: the sender's chunks, each named as it is."""
         self._take([memoryview(piece) for piece in pieces])
 
     def _take(self, chunks: list[memoryview]) -> None:
@@ -206,13 +210,14 @@ class FileWriter:
         if self._pending:
             self._hand_off()
         inflight, self._inflight = list(self._inflight), collections.deque()
+        self._hashing.clear()  # the digest below is taken after them (one thread, in order)
+        digest = self._session.hasher().submit(self._sha.hexdigest)
 
         def cut_rest() -> None:  # on the chunking thread, after the file's last piece
             for piece in inflight:
                 piece.result()  # done already (one thread, in order): its failure, if any
             self._finish_cutting()
-            sha256 = self._sha.hexdigest()  # every piece was hashed: on this thread
-            _chain(self._session.placer().submit(settle, sha256), done)
+            _chain(self._session.placer().submit(settle, digest.result()), done)
 
         def settle(sha256: str) -> None:  # on the placing thread, after the file's last batch
             if self._placing is not None:

@@ -76,6 +76,7 @@ class PackSession:
         self.healed_whole: set[str] = set()  # whole blobs it replaced, their records deleted
         self._worker: ThreadPoolExecutor | None = None
         self._placer: ThreadPoolExecutor | None = None
+        self._hasher: ThreadPoolExecutor | None = None
 
     @property
     def chunk_bytes_written(self) -> int:
@@ -249,6 +250,13 @@ class PackSession:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="chunker")
         return self._worker
 
+    def hasher(self) -> ThreadPoolExecutor:
+        """The thread that takes the sha256 of this session's files (``FileWriter``), in the
+        order their pieces are written, beside the chunking thread cutting the same pieces."""
+        if self._hasher is None:
+            self._hasher = ThreadPoolExecutor(1, thread_name_prefix="file-hasher")
+        return self._hasher
+
     def placer(self) -> ThreadPoolExecutor:
         """The thread that places this session's cut chunks (``place``), in the order cut:
         a batch is looked up, claimed and appended while the chunking thread cuts the next
@@ -258,13 +266,17 @@ class PackSession:
         return self._placer
 
     def _stop_worker(self) -> None:
-        # The chunking thread first: its tasks hand batches to (and may start) the placer.
+        # The chunking thread first: its tasks hand batches to (and may start) the placer,
+        # and wait for the hashing thread's digests.
         if self._worker is not None:
             self._worker.shutdown(wait=True, cancel_futures=True)
             self._worker = None
         if self._placer is not None:
             self._placer.shutdown(wait=True, cancel_futures=True)
             self._placer = None
+        if self._hasher is not None:
+            self._hasher.shutdown(wait=True, cancel_futures=True)
+            self._hasher = None
 
     def finish(self) -> None:
         """Write staged whole blobs and seal the open pack: everything placed is published."""

@@ -1,8 +1,9 @@
 """A push's stages overlap: the next member is read while the last one's chunks are cut,
-named and placed (``FileWriter.close_later``), and a file's next batch is cut on the
-chunking thread while the last one is placed on the placing thread. On both backend
-pairs: every file comes back whole, and a member whose chunks fail to be placed fails
-the push with nothing kept."""
+named and placed (``FileWriter.close_later``); a file's next batch is cut on the chunking
+thread while the last one is placed on the placing thread, and hashed on the hashing thread
+beside the cutting. On both backend pairs: every file comes back whole, and a member whose
+chunks fail to be placed, or whose bytes fail to be hashed, fails the push with nothing
+kept."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import zipfile
 from sqlalchemy import select
 
 from registry.db.tables import Blob, BlobSegment, Carton, ChunkClaim, Pack, UploadLease
+from registry.services.chunkstore.files import FileWriter
 from registry.services.chunkstore.writer import PackSession
 from tests.helpers import check_full, make_carton, row_counts
 from tests.integration.chunks.helpers import push
@@ -112,5 +114,44 @@ def test_no_batch_of_a_file_is_placed_after_one_of_its_batches_failed(
     assert response.status_code == 500, response.text
     assert response.headers["content-type"].startswith("application/json")
     assert len(placed) == 1
+    kept = row_counts(registry_ctx, Carton, Blob, BlobSegment, ChunkClaim, UploadLease, Pack)
+    assert kept == dict.fromkeys(kept, 0), kept
+
+
+def test_a_file_is_hashed_on_the_hashing_thread_in_the_order_written(
+    client, registry_ctx, monkeypatch
+):
+    calls: list[tuple[str, int]] = []
+    hash_pieces = FileWriter._hash
+
+    def recording_hash(self, pieces):
+        calls.append((threading.current_thread().name, sum(map(len, pieces))))
+        return hash_pieces(self, pieces)
+
+    monkeypatch.setattr(FileWriter, "_hash", recording_hash)
+    data = random.Random(7).randbytes(20 * MiB + 12345)  # several hand-offs and a short one
+    manifest = push(client, make_carton({"model/big.bin": data}, model_name="big", stored=True))[
+        "manifest_sha256"
+    ]
+    assert {name.rsplit("_", 1)[0] for name, _ in calls} == {"file-hasher"}
+    assert len(calls) >= 5 and sum(size for _, size in calls) == len(data)
+    blob = client.get(f"/blobs/{hashlib.sha256(data).hexdigest()}")
+    assert blob.status_code == 200 and blob.content == data
+    assert client.get(f"/api/v1/cartons/{manifest}").status_code == 200
+
+
+def test_a_file_whose_hashing_fails_fails_the_push_and_keeps_nothing(
+    client, registry_ctx, monkeypatch
+):
+    def failing_hash(self, pieces):
+        raise RuntimeError("the hashing thread failed")
+
+    monkeypatch.setattr(FileWriter, "_hash", failing_hash)
+    response = client.post(
+        "/api/v1/cartons",
+        content=make_carton(members(2, 9 * MiB), model_name="unhashed", stored=True),
+    )
+    assert response.status_code == 500, response.text
+    assert response.headers["content-type"].startswith("application/json")
     kept = row_counts(registry_ctx, Carton, Blob, BlobSegment, ChunkClaim, UploadLease, Pack)
     assert kept == dict.fromkeys(kept, 0), kept
