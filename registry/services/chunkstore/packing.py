@@ -4,7 +4,11 @@ Bytes first, rows second: a sealed pack's object is committed (an fsync and a
 rename, or completing a multipart upload) on its own thread while the next pack
 fills, then its ``packs`` and ``chunks`` rows are inserted in one transaction
 that also ends this push's claims on those chunks, so concurrent pushes find
-them (docs/chunk-store.md).
+them (docs/chunk-store.md). The chunks' rows go in in key order: their hashes are
+random, and in the order written each row's insert visited a random page of the
+index on ``hash``; sorted, the pages are visited once each, in turn. With 4 GiB
+already indexed, a 1 GiB push ran 3.21 -> 3.05 s, 4.17 -> 3.95 CPU-s (SQLite, 6 rounds;
+a fresh registry has few index pages to visit either way).
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ log = logging.getLogger("registry.chunkstore")
 
 MiB = 1024 * 1024
 PACK_MAX_BYTES = 64 * MiB
+
+
+def _digest(chunk: tuple[str, ChunkRef]) -> str:
+    return chunk[0]
 
 
 @dataclass
@@ -151,7 +159,7 @@ class PackAppender:
                         "offset": ref.offset,
                         "length": ref.length,
                     }
-                    for digest, ref in pack.chunks
+                    for digest, ref in sorted(pack.chunks, key=_digest)
                 ],
             )
             drop_in(session.connection(), self.lease.id, [digest for digest, _ in pack.chunks])
