@@ -210,14 +210,20 @@ class FileWriter:
         if self._pending:
             self._hand_off()
         inflight, self._inflight = list(self._inflight), collections.deque()
-        self._hashing.clear()  # the digest below is taken after them (one thread, in order)
-        digest = self._session.hasher().submit(self._sha.hexdigest)
+        hashing, self._hashing = list(self._hashing), collections.deque()
+
+        def digest() -> str:  # on the hashing thread, after the file's last piece
+            for piece in hashing:
+                piece.result()  # done already (one thread, in order): its failure, if any
+            return self._sha.hexdigest()
+
+        digested = self._session.hasher().submit(digest)
 
         def cut_rest() -> None:  # on the chunking thread, after the file's last piece
             for piece in inflight:
                 piece.result()  # done already (one thread, in order): its failure, if any
             self._finish_cutting()
-            _chain(self._session.placer().submit(settle, digest.result()), done)
+            _chain(self._session.placer().submit(settle, digested.result()), done)
 
         def settle(sha256: str) -> None:  # on the placing thread, after the file's last batch
             if self._placing is not None:

@@ -13,6 +13,7 @@ import random
 import threading
 import zipfile
 
+import pytest
 from sqlalchemy import select
 
 from registry.db.tables import Blob, BlobSegment, Carton, ChunkClaim, Pack, UploadLease
@@ -140,16 +141,23 @@ def test_a_file_is_hashed_on_the_hashing_thread_in_the_order_written(
     assert client.get(f"/api/v1/cartons/{manifest}").status_code == 200
 
 
+@pytest.mark.parametrize(
+    "files",
+    [
+        pytest.param(members(2, 9 * MiB), id="three-hand-offs-each"),
+        # Two hand-offs: no later hand-off waits for the failed one, the digest does.
+        pytest.param({"model/one.bin": random.Random(8).randbytes(6 * MiB)}, id="two-hand-offs"),
+    ],
+)
 def test_a_file_whose_hashing_fails_fails_the_push_and_keeps_nothing(
-    client, registry_ctx, monkeypatch
+    client, registry_ctx, monkeypatch, files
 ):
     def failing_hash(self, pieces):
         raise RuntimeError("the hashing thread failed")
 
     monkeypatch.setattr(FileWriter, "_hash", failing_hash)
     response = client.post(
-        "/api/v1/cartons",
-        content=make_carton(members(2, 9 * MiB), model_name="unhashed", stored=True),
+        "/api/v1/cartons", content=make_carton(files, model_name="unhashed", stored=True)
     )
     assert response.status_code == 500, response.text
     assert response.headers["content-type"].startswith("application/json")
