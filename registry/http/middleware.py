@@ -111,12 +111,15 @@ class ObservedRequestMiddleware:
         # status, bytes out, bytes in, client gone before the answer, body received whole
         facts = [0, 0, 0, 0, 0]
 
+        def counting_body(size: int, whole: bool) -> None:  # also a body read from its socket
+            facts[2] += size
+            if whole:
+                facts[4] = 1
+
         async def counting_receive() -> Message:
             message = await receive()
             if message["type"] == "http.request":
-                facts[2] += len(message.get("body") or b"")
-                if not message.get("more_body", False):
-                    facts[4] = 1
+                counting_body(len(message.get("body") or b""), not message.get("more_body", False))
             elif message["type"] == "http.disconnect" and not facts[0]:
                 facts[3] = 1
             return message
@@ -134,11 +137,6 @@ class ObservedRequestMiddleware:
             elif message["type"] == "http.response.body":
                 facts[1] += len(message.get("body") or b"")
             await send(message)
-
-        def counting_body(size: int, whole: bool) -> None:  # a body read from its socket
-            facts[2] += size
-            if whole:
-                facts[4] = 1
 
         take_body = body_taker(scope)
         if take_body is not None:
