@@ -32,17 +32,13 @@ SAMPLE_RATE = 100  # py-spy samples per second
 # streams (no spool): each member is hashed, cut, named and written as the body arrives.
 PHASES: list[tuple[str, str, tuple[str, ...]]] = [
     (
-        # On a hashing thread of its own since 2026-11-29 (FileWriter._hash); on the chunking
-        # thread (FileWriter._cut) and before that the reading thread earlier.
+        # On a hashing thread of its own since 2026-11-29 (FileWriter._hash); a small file is
+        # hashed whole at close_later. What write, write_chunk and _accept do on the reading
+        # thread (a copy, a chunk upload's CRC-32) is "rest of ingest".
         "sha256 of each file (chunkstore/files.py FileWriter, on its hashing thread)",
         "leaf",
         (
             "FileWriter._hash (registry/services/chunkstore/files.py",
-            "FileWriter._cut (registry/services/chunkstore/files.py",
-            "FileWriter._cut_given (registry/services/chunkstore/files.py",
-            "FileWriter._accept (registry/services/chunkstore/files.py",
-            "FileWriter.write (registry/services/chunkstore/files.py",
-            "FileWriter.write_chunk (registry/services/chunkstore/files.py",
             "FileWriter.close_later (registry/services/chunkstore/files.py",
         ),
     ),
