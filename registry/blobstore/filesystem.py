@@ -45,6 +45,7 @@ from registry.blobstore.errors import (
     BlobStoreUnavailable,
     PackNotFound,
 )
+from registry.blobstore.packdirect import DirectPackWriter, set_direct
 from registry.blobstore.packfile import FilePackWriter, fsync_dir
 from registry.carton.digests import is_sha256
 from registry.carton.streams import CHUNK, hash_stream, pread_range
@@ -189,6 +190,8 @@ class FilesystemBlobStore(BlobStore):
         final = self.pack_path(name)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f"pack-{name}.", suffix=".tmp", dir=self.tmp_dir)
+        if set_direct(fd, True):
+            return DirectPackWriter(name, fd, Path(tmp), final)
         return FilePackWriter(name, fd, Path(tmp), final)
 
     def open_pack(self, name: str, start: int = 0, end: int | None = None) -> BinaryIO:

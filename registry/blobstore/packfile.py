@@ -1,7 +1,8 @@
 """A pack file being written: gathered writes, early writeback, and leaving the page cache.
 
-``FilePackWriter`` is the filesystem store's ``PackWriter``; the helpers around it are
-Linux's ``sync_file_range`` and ``posix_fadvise``, used where the system has them.
+``FilePackWriter`` is the filesystem store's ``PackWriter`` where the filesystem refuses
+O_DIRECT (``packdirect`` writes around the page cache elsewhere); the helpers around it
+are Linux's ``sync_file_range`` and ``posix_fadvise``, used where the system has them.
 """
 
 from __future__ import annotations

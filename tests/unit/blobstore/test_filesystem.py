@@ -10,14 +10,28 @@ from pathlib import Path
 
 import pytest
 
-from registry.blobstore import BlobDigestMismatch, BlobStoreUnavailable, FilesystemBlobStore
+from registry.blobstore import (
+    BlobDigestMismatch,
+    BlobStoreUnavailable,
+    FilesystemBlobStore,
+    filesystem,
+)
+from registry.blobstore.packfile import FilePackWriter
 from tests import rawstore
 from tests.blobstore_conformance import BlobStoreConformance, sha
 
 
+def page_cache_packs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Packs written through the page cache (``FilePackWriter``), as where the filesystem
+    refuses O_DIRECT."""
+    monkeypatch.setattr(filesystem, "set_direct", lambda fd, on: False)
+
+
 class TestFilesystemBlobStore(BlobStoreConformance):
-    @pytest.fixture
-    def store(self, tmp_path: Path):
+    @pytest.fixture(params=["direct packs", "page-cache packs"])
+    def store(self, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch):
+        if request.param == "page-cache packs":
+            page_cache_packs(monkeypatch)
         with FilesystemBlobStore(tmp_path / "blobs") as store:
             yield store
 
@@ -151,8 +165,10 @@ def test_a_pack_being_written_is_handed_to_the_disk_as_it_grows(tmp_path, monkey
     monkeypatch.setattr(packfile, "start_writeback", recording)
     monkeypatch.setattr(packfile, "WRITEBACK_BYTES", 1 << 20)
     monkeypatch.setattr(packfile, "GATHER_BYTES", 512 * 1024)
+    page_cache_packs(monkeypatch)
     store = FilesystemBlobStore(tmp_path / "store")
     writer = store.new_pack("ab" * 16)
+    assert isinstance(writer, FilePackWriter)
     data = os.urandom(300 * 1024)
     for _ in range(12):
         writer.write(data)
@@ -181,8 +197,10 @@ def test_short_gathered_writes_resume_where_they_stopped(tmp_path, monkeypatch):
 
     monkeypatch.setattr(packfile.os, "writev", short)
     monkeypatch.setattr(packfile, "GATHER_BYTES", 64 * 1024)
+    page_cache_packs(monkeypatch)
     store = FilesystemBlobStore(tmp_path / "store")
     writer = store.new_pack("cd" * 16)
+    assert isinstance(writer, FilePackWriter)
     pieces = [os.urandom(n) for n in (1, 5000, 70_000, 3, 130_000, 999)]
     for piece in pieces:
         writer.write(memoryview(piece))
@@ -207,8 +225,10 @@ def test_a_pack_leaves_the_page_cache_behind_its_end_once_on_disk(tmp_path, monk
     monkeypatch.setattr(packfile, "GATHER_BYTES", 256 * 1024)
     monkeypatch.setattr(packfile, "WRITEBACK_BYTES", 512 * 1024)
     monkeypatch.setattr(packfile, "DROP_BEHIND_BYTES", 1 << 20)
+    page_cache_packs(monkeypatch)
     store = FilesystemBlobStore(tmp_path / "store")
     writer = store.new_pack("ef" * 16)
+    assert isinstance(writer, FilePackWriter)
     data = os.urandom(100 * 1024)
     written = 0
     for _ in range(60):

@@ -1,0 +1,178 @@
+"""A pack file written around the page cache (O_DIRECT), where the filesystem allows it.
+
+``DirectPackWriter`` is the filesystem store's ``PackWriter`` wherever ``set_direct``
+can turn O_DIRECT on for the pack's temp file; elsewhere (no O_DIRECT, or a filesystem
+that refuses it) ``packfile.FilePackWriter`` writes through the page cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import mmap
+import os
+import threading
+from pathlib import Path
+
+from registry.blobstore.base import PackWriter
+from registry.blobstore.packfile import fsync_dir
+
+log = logging.getLogger("registry.blobstore")
+
+DIRECT_ALIGN = 4096
+"""O_DIRECT's alignment of memory, file offsets and lengths: a page, which suits every
+logical block size up to 4 KiB (``statx``'s ``STATX_DIOALIGN`` would tell exactly, but
+Python does not expose it; a filesystem that wants more fails the write with EINVAL, and
+the pack goes on through the page cache)."""
+DIRECT_BUFFER_BYTES = 1024 * 1024
+"""One O_DIRECT write: a pack's bytes are gathered into an aligned buffer this large."""
+SPARE_BUFFERS = 2
+"""Buffers kept for the next packs: a fresh mapping per pack would fault its pages in
+again (a 1 GiB push seals 16 packs), and a server runs a few pushes at once at most."""
+
+
+class _Buffers:
+    """Page-aligned buffers (anonymous mappings), reused from one pack to the next."""
+
+    def __init__(self) -> None:
+        self._spare: list[mmap.mmap] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> mmap.mmap:
+        with self._lock:
+            if self._spare:
+                return self._spare.pop()
+        return mmap.mmap(-1, DIRECT_BUFFER_BYTES)
+
+    def give(self, buffer: mmap.mmap) -> None:
+        with self._lock:
+            if len(self._spare) < SPARE_BUFFERS:
+                self._spare.append(buffer)
+                return
+        buffer.close()
+
+
+_BUFFERS = _Buffers()
+
+
+def set_direct(fd: int, on: bool) -> bool:
+    """Turn O_DIRECT on or off for ``fd``; False where the system or filesystem cannot."""
+    direct = getattr(os, "O_DIRECT", 0)
+    if not direct:
+        return False
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, (flags | direct) if on else (flags & ~direct))
+    except OSError:
+        return False
+    return True
+
+
+class DirectPackWriter(PackWriter):
+    """Writes a pack straight to the disk, ``DIRECT_BUFFER_BYTES`` at a time.
+
+    A pack is written once and read later, if ever: through the page cache every byte
+    was copied into the cache, given buffer heads, written back and dropped again
+    (``FilePackWriter``), 0.5 CPU-s a GiB on the benchmark host, where a GiB went to
+    the disk in 0.8-1.1 s this way against 0.9-4.8 s buffered with an fsync. Chunks are
+    copied into one aligned buffer; each full buffer is one write that waits for the
+    disk (without the GIL). The tail that fills no whole block at the commit, and
+    anything after a write the filesystem refused or cut short, goes through the page
+    cache. ``commit`` fsyncs (the disk's own cache) and renames as ``FilePackWriter``.
+    """
+
+    def __init__(self, name: str, fd: int, tmp: Path, final: Path) -> None:
+        super().__init__(name)
+        self._fd = fd
+        self._tmp = tmp
+        self._final = final
+        self._buffer: mmap.mmap | None = _BUFFERS.take()
+        self._view = memoryview(self._buffer)
+        self._filled = 0  # bytes in the buffer
+        self._offset = 0  # where in the file the buffer's first byte goes
+        self._direct = True
+
+    def write(self, data: bytes | memoryview) -> None:
+        size = len(data)
+        self.size += size
+        room = DIRECT_BUFFER_BYTES - self._filled
+        if size < room:
+            self._view[self._filled : self._filled + size] = data
+            self._filled += size
+            return
+        source = memoryview(data)
+        done = 0
+        while size - done >= room:
+            self._view[self._filled :] = source[done : done + room]
+            done += room
+            self._filled = DIRECT_BUFFER_BYTES
+            self._write_out(DIRECT_BUFFER_BYTES)
+            room = DIRECT_BUFFER_BYTES
+        self._view[: size - done] = source[done:]
+        self._filled = size - done
+
+    def _write_out(self, length: int) -> None:
+        """The buffer's first ``length`` bytes to the file; what follows them moves up."""
+        done = 0
+        while done < length:
+            try:
+                written = os.pwrite(self._fd, self._view[done:length], self._offset + done)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL or not self._direct:
+                    raise
+                self._buffered("the filesystem refused an O_DIRECT write")
+                continue
+            if written <= 0:
+                raise OSError(errno.EIO, f"a write to pack {self.name} wrote nothing")
+            done += written
+            if done < length and self._direct:
+                self._buffered("an O_DIRECT write was cut short")
+        self._offset += length
+        self._filled -= length
+        if self._filled:
+            self._view[: self._filled] = self._view[length : length + self._filled]
+
+    def _buffered(self, why: str) -> None:
+        """The rest of this pack through the page cache (correct, not as fast)."""
+        log.debug("pack %s: %s; the rest goes through the page cache", self.name, why)
+        self._direct = False
+        if not set_direct(self._fd, False):
+            raise OSError(errno.EIO, f"pack {self.name}: O_DIRECT could not be turned off")
+
+    def commit(self) -> None:
+        try:
+            whole = self._filled - self._filled % DIRECT_ALIGN
+            if whole:
+                self._write_out(whole)
+            if self._filled:
+                if self._direct:
+                    self._buffered("the tail fills no whole block")
+                self._write_out(self._filled)
+            self._release()
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+            os.chmod(self._tmp, 0o444)
+            self._final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(self._tmp, self._final)  # a fresh random name: nothing to overwrite
+            fsync_dir(self._final.parent)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _release(self) -> None:
+        buffer, self._buffer = self._buffer, None
+        if buffer is not None:
+            self._view.release()
+            _BUFFERS.give(buffer)
+
+    def abort(self) -> None:
+        self._release()
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
+        with contextlib.suppress(FileNotFoundError):
+            self._tmp.unlink()

@@ -1,0 +1,196 @@
+"""Packs written around the page cache (``DirectPackWriter``): aligned writes, the tail,
+and what happens when the filesystem refuses O_DIRECT or cuts a write short."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from registry.blobstore import FilesystemBlobStore, filesystem, packdirect
+from registry.blobstore.base import new_pack_name
+from registry.blobstore.packdirect import DIRECT_ALIGN, DIRECT_BUFFER_BYTES, DirectPackWriter
+from registry.blobstore.packfile import FilePackWriter
+
+BUFFER = DIRECT_BUFFER_BYTES
+
+
+def direct_possible(folder: Path) -> bool:
+    """Whether ``folder``'s filesystem takes O_DIRECT (the suite's temp folders do here)."""
+    fd = os.open(folder / "probe", os.O_CREAT | os.O_WRONLY)
+    try:
+        return packdirect.set_direct(fd, True)
+    finally:
+        os.close(fd)
+        os.unlink(folder / "probe")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> FilesystemBlobStore:
+    if not direct_possible(tmp_path):
+        refused = "the temp folder's filesystem refuses O_DIRECT"
+        if os.environ.get("CI"):
+            pytest.fail(f"{refused}: CI runs these tests on one that takes it")
+        pytest.skip(refused)
+    return FilesystemBlobStore(tmp_path / "store")
+
+
+class Recorded:
+    """Every ``os.pwrite`` of the writers: (offset, length, O_DIRECT on) each."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[int, int, bool]] = []
+        self.real = os.pwrite
+        monkeypatch.setattr(packdirect.os, "pwrite", self)
+
+    def __call__(self, fd: int, data: memoryview, offset: int) -> int:
+        direct = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
+        self.calls.append((offset, len(data), direct))
+        return self.real(fd, data, offset)
+
+
+def write_all(writer: DirectPackWriter, pieces: list[bytes]) -> bytes:
+    for piece in pieces:
+        writer.write(memoryview(piece))
+    writer.commit()
+    return b"".join(pieces)
+
+
+def test_the_store_writes_packs_around_the_page_cache_where_it_can(store, monkeypatch):
+    writer = store.new_pack(new_pack_name())
+    assert isinstance(writer, DirectPackWriter)
+    writer.abort()
+    monkeypatch.setattr(filesystem, "set_direct", lambda fd, on: False)
+    writer = store.new_pack(new_pack_name())
+    assert isinstance(writer, FilePackWriter)  # a filesystem without O_DIRECT
+    writer.abort()
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [1],
+        [BUFFER],  # exactly one buffer, no tail
+        [DIRECT_ALIGN * 3],  # a tail of whole blocks
+        [BUFFER - 1, 2, BUFFER * 2 + 5],  # a write across two buffers and a tail
+        [70_000] * 40,  # chunks, as a push appends them
+        [BUFFER * 3 + DIRECT_ALIGN + 17],
+    ],
+)
+def test_a_pack_reads_back_exactly_and_went_to_disk_in_aligned_direct_writes(
+    store, monkeypatch, sizes
+):
+    recorded = Recorded(monkeypatch)
+    name = new_pack_name()
+    writer = store.new_pack(name)
+    data = write_all(writer, [os.urandom(n) for n in sizes])
+    assert writer.size == len(data)
+    assert store.pack_size(name) == len(data)
+    assert store.read_pack(name, 0, len(data)) == data
+    blocks = len(data) - len(data) % DIRECT_ALIGN
+    direct = [(offset, length) for offset, length, on in recorded.calls if on]
+    assert sum(length for _, length in direct) == blocks
+    assert all(offset % DIRECT_ALIGN == 0 == length % DIRECT_ALIGN for offset, length in direct)
+    buffered = [(offset, length) for offset, length, on in recorded.calls if not on]
+    assert buffered == ([(blocks, len(data) - blocks)] if len(data) > blocks else [])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 3 * BUFFER // 2), min_size=1, max_size=6))
+def test_any_sequence_of_writes_reads_back(tmp_path_factory, sizes):
+    folder = tmp_path_factory.mktemp("direct")
+    store = FilesystemBlobStore(folder)
+    name = new_pack_name()
+    writer = store.new_pack(name)
+    pieces = [os.urandom(n) for n in sizes]
+    data = write_all(writer, pieces)
+    assert store.read_pack(name, 0, len(data)) == data
+
+
+def test_a_refused_direct_write_goes_on_through_the_page_cache(store, monkeypatch):
+    """EINVAL (the filesystem wants another alignment): the same bytes again, buffered."""
+    real = os.pwrite
+    refused: list[int] = []
+
+    def picky(fd: int, data: memoryview, offset: int) -> int:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT and offset >= BUFFER:
+            refused.append(offset)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(packdirect.os, "pwrite", picky)
+    name = new_pack_name()
+    writer = store.new_pack(name)
+    data = write_all(writer, [os.urandom(BUFFER // 3) for _ in range(10)])
+    assert refused == [BUFFER]  # refused once; the rest went through the page cache
+    assert store.read_pack(name, 0, len(data)) == data
+
+
+def test_a_short_direct_write_is_finished_through_the_page_cache(store, monkeypatch):
+    real = os.pwrite
+    calls: list[bool] = []
+
+    def short(fd: int, data: memoryview, offset: int) -> int:
+        direct = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
+        calls.append(direct)
+        if direct:
+            return real(fd, data[:DIRECT_ALIGN], offset)  # whole blocks, but fewer
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(packdirect.os, "pwrite", short)
+    name = new_pack_name()
+    writer = store.new_pack(name)
+    data = write_all(writer, [os.urandom(BUFFER + 999) for _ in range(3)])
+    assert calls[0] and not any(calls[1:])
+    assert store.read_pack(name, 0, len(data)) == data
+
+
+def test_other_write_errors_fail_the_pack_and_leave_nothing(store, monkeypatch):
+    def full(fd: int, data: memoryview, offset: int) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(packdirect.os, "pwrite", full)
+    name = new_pack_name()
+    writer = store.new_pack(name)
+    with pytest.raises(OSError) as caught:
+        writer.write(os.urandom(BUFFER + 1))
+    assert caught.value.errno == errno.ENOSPC
+    writer.abort()
+    assert store.pack_size(name) is None
+    assert list((store.root / "tmp").iterdir()) == []
+
+
+def test_a_failed_commit_leaves_nothing(store, monkeypatch):
+    def broken_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(packdirect.os, "fsync", broken_fsync)
+    name = new_pack_name()
+    writer = store.new_pack(name)
+    writer.write(os.urandom(5000))
+    with pytest.raises(OSError):
+        writer.commit()
+    assert store.pack_size(name) is None
+    assert list((store.root / "tmp").iterdir()) == []
+
+
+def test_buffers_are_reused_and_few_are_kept(store, monkeypatch):
+    buffers = packdirect._Buffers()
+    monkeypatch.setattr(packdirect, "_BUFFERS", buffers)
+    writers = [store.new_pack(new_pack_name()) for _ in range(packdirect.SPARE_BUFFERS + 2)]
+    taken = [w._buffer for w in writers]
+    assert len({id(b) for b in taken}) == len(writers)
+    for w in writers[:-1]:
+        w.write(b"x" * 100)
+        w.commit()
+    writers[-1].abort()
+    assert len(buffers._spare) == packdirect.SPARE_BUFFERS
+    assert sum(b.closed for b in taken) == len(writers) - packdirect.SPARE_BUFFERS
+    again = store.new_pack(new_pack_name())
+    assert again._buffer in taken and not again._buffer.closed
+    again.abort()
