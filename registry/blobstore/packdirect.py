@@ -68,13 +68,23 @@ _writers_pool: ThreadPoolExecutor | None = None
 
 
 def _writers() -> ThreadPoolExecutor:
-    """The process's writing threads, started with the first full buffer (not at import:
-    a server's worker processes are forked after it)."""
+    """The process's writing threads, started with the first full buffer."""
     global _writers_pool
     with _writers_lock:
         if _writers_pool is None:
             _writers_pool = ThreadPoolExecutor(WRITING_THREADS, thread_name_prefix="pack-write")
         return _writers_pool
+
+
+def _forget_parents_threads() -> None:
+    """In a forked child: the parent's writing threads do not exist there."""
+    global _writers_pool, _writers_lock
+    _writers_pool = None
+    _writers_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parents_threads)
 
 
 def set_direct(fd: int, on: bool) -> bool:

@@ -275,3 +275,32 @@ def test_buffers_are_reused_and_few_are_kept(store, monkeypatch):
     again.write(os.urandom(3 * BUFFER))  # full buffers go back to the pool once written
     again.commit()
     assert len(buffers._spare) == packdirect.SPARE_BUFFERS
+
+
+def test_a_forked_child_writes_packs_on_writing_threads_of_its_own(store):
+    """The parent's writing threads do not exist in a forked child: it starts its own
+    (a child submitting to the parent's pool would wait forever)."""
+    parent = store.new_pack(new_pack_name())
+    parent.write(os.urandom(2 * BUFFER))  # the parent's writing threads are running
+    parent.commit()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        try:
+            name = new_pack_name()
+            writer = store.new_pack(name)
+            data = os.urandom(3 * BUFFER + 100)
+            writer.write(data)
+            writer.commit()
+            os._exit(0 if store.read_pack(name, 0, len(data)) == data else 1)
+        except BaseException:
+            os._exit(2)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's pack write hung")
