@@ -28,7 +28,7 @@ CPU_LIBRARIES: list[tuple[str, str]] = [
     ("sqlite", "SQLite"),
     ("libpython", "Python interpreter"),
     ("libc.so", "libc: copies (memmove) and allocation"),
-    ("[kernel", "kernel: socket receive, page-cache writes, scheduling"),
+    ("[kernel", "kernel: socket receive, pack and database writes, scheduling"),
 ]
 OTHER = "other shared objects"
 _LINE = re.compile(r"^\s*[\d.]+%\s+(\d+)\s+(\S.*?)\s*$")
