@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from registry.blobstore.base import PackWriter
-from registry.blobstore.packfile import fsync_dir
+from registry.blobstore.packfile import discard_pack_file, publish_pack_file
 
 log = logging.getLogger("registry.blobstore")
 
@@ -216,12 +216,8 @@ class DirectPackWriter(PackWriter):
                 self._pwrite(self._view[whole : self._filled], self._offset + whole)
             self._release()
             os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = -1
-            os.chmod(self._tmp, 0o444)
-            self._final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(self._tmp, self._final)  # a fresh random name: nothing to overwrite
-            fsync_dir(self._final.parent)
+            fd, self._fd = self._fd, -1
+            publish_pack_file(fd, self._tmp, self._final)
         except BaseException:
             self.abort()
             raise
@@ -236,9 +232,5 @@ class DirectPackWriter(PackWriter):
         with contextlib.suppress(BaseException):  # none may still write to the descriptor
             self._wait_for_writes()
         self._release()
-        if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = -1
-        with contextlib.suppress(FileNotFoundError):
-            self._tmp.unlink()
+        fd, self._fd = self._fd, -1
+        discard_pack_file(fd, self._tmp)

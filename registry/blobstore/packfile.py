@@ -73,6 +73,24 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def publish_pack_file(fd: int, tmp: Path, final: Path) -> None:
+    """Close the fsynced temp file ``fd`` and rename it into place, read-only, durably."""
+    os.close(fd)
+    os.chmod(tmp, 0o444)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, final)  # a fresh random name: nothing to overwrite
+    fsync_dir(final.parent)
+
+
+def discard_pack_file(fd: int, tmp: Path) -> None:
+    """Close ``fd`` (unless -1) and remove the temp file, quietly (best effort)."""
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+
+
 class FilePackWriter(PackWriter):
     """Appends to a temp file; ``commit`` fsyncs it and renames it into place.
 
@@ -128,21 +146,13 @@ class FilePackWriter(PackWriter):
             os.fsync(self._fd)
             if hasattr(os, "posix_fadvise"):
                 os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            os.close(self._fd)
-            self._fd = -1
-            os.chmod(self._tmp, 0o444)
-            self._final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(self._tmp, self._final)  # a fresh random name: nothing to overwrite
-            fsync_dir(self._final.parent)
+            fd, self._fd = self._fd, -1
+            publish_pack_file(fd, self._tmp, self._final)
         except BaseException:
             self.abort()
             raise
 
     def abort(self) -> None:
         self._gathered = []
-        if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = -1
-        with contextlib.suppress(FileNotFoundError):
-            self._tmp.unlink()
+        fd, self._fd = self._fd, -1
+        discard_pack_file(fd, self._tmp)
