@@ -171,10 +171,11 @@ class DirectPackWriter(PackWriter):
     def _pwrite(self, data: memoryview, offset: int) -> None:
         done = 0
         while done < len(data):
+            direct = self._direct  # as the write was tried: another thread may turn it off
             try:
                 written = os.pwrite(self._fd, data[done:], offset + done)
             except OSError as exc:
-                if exc.errno != errno.EINVAL or not self._direct:
+                if exc.errno != errno.EINVAL or not direct:
                     raise
                 self._buffered("the filesystem refused an O_DIRECT write")
                 continue

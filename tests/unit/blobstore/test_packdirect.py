@@ -134,6 +134,33 @@ def test_a_refused_direct_write_goes_on_through_the_page_cache(store, monkeypatc
     assert store.read_pack(name, 0, len(data)) == data
 
 
+def test_two_writes_refused_at_once_both_go_on_through_the_page_cache(store, monkeypatch):
+    """Both writing threads tried O_DIRECT; the second is refused after the first turned
+    it off, and must retry its own write too, not fail the pack."""
+    real = os.pwrite
+    both_direct = threading.Barrier(2, timeout=10)
+    order: list[int] = []
+    lock = threading.Lock()
+
+    def refused_together(fd: int, data: memoryview, offset: int) -> int:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            both_direct.wait()
+            with lock:
+                order.append(offset)
+                second = len(order) == 2
+            if second:
+                time.sleep(0.2)  # refused after the first has turned O_DIRECT off
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(packdirect.os, "pwrite", refused_together)
+    name = new_pack_name()
+    writer = store.new_pack(name)
+    data = write_all(writer, [os.urandom(BUFFER) for _ in range(2)] + [os.urandom(999)])
+    assert sorted(order) == [0, BUFFER]
+    assert store.read_pack(name, 0, len(data)) == data
+
+
 def test_a_short_direct_write_is_finished_through_the_page_cache(store, monkeypatch):
     real = os.pwrite
     calls: list[bool] = []
