@@ -27,7 +27,7 @@ REPORT = """\
 def test_samples_become_cpu_seconds_per_library():
     seconds = seconds_by_library(REPORT)
     assert seconds["sha256 of every file (OpenSSL)"] == 2.0
-    assert seconds["kernel: socket receive, page-cache writes, scheduling"] == 1.0
+    assert seconds["kernel: socket receive, pack and database writes, scheduling"] == 1.0
     assert seconds["Python interpreter"] == 443 / PERF_HZ
     assert seconds["FastCDC cutting (pyfastcdc)"] == 318 / PERF_HZ
     assert seconds["CRC-32 of every member (ISA-L)"] == 66 / PERF_HZ
